@@ -1,0 +1,111 @@
+# shelljob — see README.md. Every tool is pinned and built from the Go module proxy into ./bin.
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := build
+
+LOCALBIN ?= $(CURDIR)/bin
+export PATH := $(LOCALBIN):$(PATH)
+
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+STATICCHECK_VERSION ?= v0.8.2
+KIND_VERSION ?= v0.33.0
+HELM_VERSION ?= v3.22.0
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+STATICCHECK ?= $(LOCALBIN)/staticcheck-$(STATICCHECK_VERSION)
+KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+
+# Packages of the quick suite: everything but the kind end-to-end tests.
+UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the API markers.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
+	$(CONTROLLER_GEN) rbac:roleName=shelljob-manager crd:allowDangerousTypes=false webhook paths="./api/...;./controllers/..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: fmt
+fmt: ## go fmt.
+	go fmt ./...
+
+.PHONY: lint
+lint: $(STATICCHECK) ## go vet, staticcheck and (once the chart exists) helm lint.
+	go vet ./...
+	go vet -tags e2e ./test/...
+	$(STATICCHECK) ./...
+	@if [ -f charts/shelljob/Chart.yaml ]; then $(MAKE) --no-print-directory helm-lint; fi
+
+.PHONY: helm-lint
+helm-lint: $(HELM)
+	$(HELM) lint charts/shelljob
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest from source (cached).
+	@hack/envtest-assets.sh >/dev/null
+
+.PHONY: unit
+unit: envtest-assets ## The quick suite: unit, fuzz seeds and envtest, no cluster.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
+
+.PHONY: test
+test: lint unit e2e ## The whole suite: lint, unit and envtest, then end to end on kind.
+
+.PHONY: e2e
+e2e: ## End-to-end tests on the kind cluster (make kind-up).
+	@hack/e2e.sh
+
+.PHONY: bench
+bench: ## Benchmarks; figures go to BENCHMARKS.md.
+	@hack/bench.sh
+
+.PHONY: demo
+demo: ## The main job: a bot on kind against the fake Telegram.
+	@hack/demo.sh
+
+##@ Build
+
+.PHONY: build
+build: generate ## Build every binary into ./bin.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/...
+
+##@ Tools
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+$(CONTROLLER_GEN): | $(LOCALBIN)
+	$(call go-install-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+$(STATICCHECK): | $(LOCALBIN)
+	$(call go-install-tool,$@,honnef.co/go/tools/cmd/staticcheck,$(STATICCHECK_VERSION))
+
+$(KIND): | $(LOCALBIN)
+	$(call go-install-tool,$@,sigs.k8s.io/kind,$(KIND_VERSION))
+
+$(HELM): | $(LOCALBIN)
+	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+# go-install-tool installs a pinned tool as bin/NAME-VERSION with a bin/NAME link.
+define go-install-tool
+@[ -f "$(1)" ] || { \
+	set -e; \
+	echo "Building $(2)@$(3)"; \
+	tmp=$$(mktemp -d); \
+	GOBIN=$$tmp go install $(2)@$(3); \
+	mv $$tmp/* $(1); \
+	rm -rf $$tmp; \
+	ln -sf $$(basename $(1)) $(LOCALBIN)/$$(basename $(1) | sed 's/-v[0-9].*$$//'); \
+}
+endef

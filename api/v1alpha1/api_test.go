@@ -1,0 +1,363 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/testenv"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// These tests run against a real kube-apiserver: they check what the CRD
+// schema, its defaults, CEL rules, printer columns and subresources do.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// namespace makes a namespace of its own for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return obj.Name
+}
+
+func TestShellJobDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	job := utiltesting.MakeShellJob("defaults", ns).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	want := shellv1alpha1.ShellJobSpec{
+		Command: "true",
+		Mode:    shellv1alpha1.ModeFork,
+		Pool:    shellv1alpha1.DefaultPool,
+		Origin:  shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "tester"},
+	}
+	if diff := cmp.Diff(want, job.Spec); diff != "" {
+		t.Errorf("spec after create (-want +got):\n%s", diff)
+	}
+}
+
+func TestShellPoolDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	pool := utiltesting.MakeShellPool("shell", ns).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	want := shellv1alpha1.ShellPoolSpec{Replicas: 16, StatefulWorker: 0, Shell: "zsh"}
+	if diff := cmp.Diff(want, pool.Spec); diff != "" {
+		t.Errorf("spec after create (-want +got):\n%s", diff)
+	}
+}
+
+func TestShellJobCreateValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	cases := map[string]struct {
+		job     *shellv1alpha1.ShellJob
+		wantErr string
+	}{
+		"empty command": {
+			job:     utiltesting.MakeShellJob("empty", ns).Command("").Obj(),
+			wantErr: "command must not be empty",
+		},
+		"64 KiB of ASCII is accepted": {
+			job: utiltesting.MakeShellJob("max", ns).Command(strings.Repeat("x", 64<<10)).Obj(),
+		},
+		"over 64 KiB in bytes, under in characters": {
+			job:     utiltesting.MakeShellJob("bytes", ns).Command(strings.Repeat("é", 40000)).Obj(),
+			wantErr: "command must be at most 64 KiB",
+		},
+		"over 64 KiB of ASCII": {
+			job:     utiltesting.MakeShellJob("long", ns).Command(strings.Repeat("x", 64<<10+1)).Obj(),
+			wantErr: "Too long",
+		},
+		"unknown mode": {
+			job:     utiltesting.MakeShellJob("mode", ns).Mode("Detached").Obj(),
+			wantErr: `spec.mode: Unsupported value: "Detached"`,
+		},
+		"unknown origin": {
+			job: utiltesting.MakeShellJob("origin", ns).
+				Origin(shellv1alpha1.ShellJobOrigin{Source: "slack"}).Obj(),
+			wantErr: `spec.origin.source: Unsupported value: "slack"`,
+		},
+		"unknown stop reason": {
+			job:     utiltesting.MakeShellJob("reason", ns).Stop("Boredom").Obj(),
+			wantErr: `spec.stopReason: Unsupported value: "Boredom"`,
+		},
+		"stopped at creation": {
+			job: utiltesting.MakeShellJob("stopped", ns).Stop(shellv1alpha1.StopReasonShutdown).Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := env.Client.Create(ctx, tc.job)
+			checkErr(t, err, tc.wantErr)
+		})
+	}
+}
+
+func TestShellJobUpdateValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	cases := map[string]struct {
+		job     *utiltesting.ShellJobWrapper
+		update  func(*shellv1alpha1.ShellJob)
+		wantErr string
+	}{
+		"command is immutable": {
+			job:     utiltesting.MakeShellJob("cmd", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Command = "rm -rf /" },
+			wantErr: "command is immutable",
+		},
+		"mode is immutable": {
+			job:     utiltesting.MakeShellJob("mode", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Mode = shellv1alpha1.ModeDirect },
+			wantErr: "mode is immutable",
+		},
+		"pool is immutable": {
+			job:     utiltesting.MakeShellJob("pool", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Pool = "plugin" },
+			wantErr: "pool is immutable",
+		},
+		"origin is immutable": {
+			job:     utiltesting.MakeShellJob("origin", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Origin.User = "mallory" },
+			wantErr: "origin is immutable",
+		},
+		"stop false to true": {
+			job: utiltesting.MakeShellJob("stop", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Stop = true
+				j.Spec.StopReason = shellv1alpha1.StopReasonUser
+			},
+		},
+		"stop true to false": {
+			job:     utiltesting.MakeShellJob("unstop", ns).Stop(shellv1alpha1.StopReasonUser),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Stop = false },
+			wantErr: "stop cannot be undone",
+		},
+		"stop reason after stop": {
+			job:     utiltesting.MakeShellJob("reason", ns).Stop(shellv1alpha1.StopReasonUser),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.StopReason = shellv1alpha1.StopReasonTimeout },
+			wantErr: "stopReason cannot change once stop is set",
+		},
+		"limits may change": {
+			job: utiltesting.MakeShellJob("limits", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
+				j.Spec.ActiveDeadlineSeconds = ptr.To[int64](600)
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := tc.job.Obj()
+			if err := env.Client.Create(ctx, job); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			tc.update(job)
+			checkErr(t, env.Client.Update(ctx, job), tc.wantErr)
+		})
+	}
+}
+
+func TestShellPoolValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	cases := map[string]struct {
+		pool    *shellv1alpha1.ShellPool
+		wantErr string
+	}{
+		"stateful worker within replicas": {
+			pool: utiltesting.MakeShellPool("ok", ns).Replicas(4).StatefulWorker(3).Obj(),
+		},
+		"stateful worker beyond replicas": {
+			pool:    utiltesting.MakeShellPool("beyond", ns).Replicas(4).StatefulWorker(4).Obj(),
+			wantErr: "statefulWorker must be below replicas",
+		},
+		"negative stateful worker": {
+			pool:    utiltesting.MakeShellPool("negative", ns).StatefulWorker(-1).Obj(),
+			wantErr: "spec.statefulWorker: Invalid value: -1",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkErr(t, env.Client.Create(ctx, tc.pool), tc.wantErr)
+		})
+	}
+}
+
+// TestStatusSubresource checks that spec and status have separate writers:
+// an update of the object ignores status, and one of /status ignores spec.
+func TestStatusSubresource(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	job := utiltesting.MakeShellJob("status", ns).Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+
+	job.Status.Phase = shellv1alpha1.PhaseRunning
+	if err := env.Client.Update(ctx, job); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if job.Status.Phase != "" {
+		t.Errorf("an update of the object set status.phase to %q", job.Status.Phase)
+	}
+
+	job.Status.Phase = shellv1alpha1.PhaseSucceeded
+	job.Status.ExitCode = ptr.To[int32](0)
+	job.Spec.Stop = true
+	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatalf("update status: %v", err)
+	}
+	got := &shellv1alpha1.ShellJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != shellv1alpha1.PhaseSucceeded || got.Spec.Stop {
+		t.Errorf("after a status update: phase %q, stop %v; want Succeeded, false", got.Status.Phase, got.Spec.Stop)
+	}
+
+	pool := utiltesting.MakeShellPool("status", ns).Replicas(2).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatalf("create pool: %v", err)
+	}
+	pool.Status.ReadyReplicas = 2
+	pool.Status.Ready = "2/2"
+	if err := env.Client.Status().Update(ctx, pool); err != nil {
+		t.Fatalf("update pool status: %v", err)
+	}
+}
+
+// TestPrinterColumns runs kubectl, as a user would, against the API server.
+func TestPrinterColumns(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	job := utiltesting.MakeShellJob("hello", ns).Command("echo hi").Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status = shellv1alpha1.ShellJobStatus{
+		Number: 7, Summary: "echo hi", Phase: shellv1alpha1.PhaseSucceeded,
+		ExitCode: ptr.To[int32](0), Pod: "shell-abc12-0", Ran: true,
+	}
+	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(4).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Status = shellv1alpha1.ShellPoolStatus{ReadyReplicas: 3, Ready: "3/4", BusyReplicas: 1, QueuedJobs: 2}
+	if err := env.Client.Status().Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := map[string]struct {
+		args       []string
+		wantHeader []string
+		wantRow    []string
+	}{
+		"get sj": {
+			args:       []string{"get", "sj"},
+			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "AGE", "COMMAND"},
+			wantRow:    []string{"hello", "7", "shell", "Fork", "Succeeded", "0", "tester", "*", "echo", "hi"},
+		},
+		"get shelljobs -o wide": {
+			args:       []string{"get", "shelljobs", "-o", "wide"},
+			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "AGE", "COMMAND", "POD"},
+			wantRow:    []string{"hello", "7", "shell", "Fork", "Succeeded", "0", "tester", "*", "echo", "hi", "shell-abc12-0"},
+		},
+		"get sp": {
+			args:       []string{"get", "sp"},
+			wantHeader: []string{"NAME", "READY", "BUSY", "QUEUED", "AGE"},
+			wantRow:    []string{"shell", "3/4", "1", "2", "*"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := kubectl(t, append(tc.args, "-n", ns)...)
+			t.Logf("kubectl %s:\n%s", strings.Join(tc.args, " "), out)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("kubectl printed %d lines, want 2:\n%s", len(lines), out)
+			}
+			if diff := cmp.Diff(tc.wantHeader, strings.Fields(lines[0])); diff != "" {
+				t.Errorf("header (-want +got):\n%s", diff)
+			}
+			row := strings.Fields(lines[1])
+			if len(row) != len(tc.wantRow) {
+				t.Fatalf("row %q, want %q", row, tc.wantRow)
+			}
+			for i, want := range tc.wantRow {
+				if want != "*" && row[i] != want {
+					t.Errorf("column %d = %q, want %q (row %q)", i, row[i], want, lines[1])
+				}
+			}
+		})
+	}
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(env.BinDir+"/kubectl", append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// checkErr fails t unless err matches wantErr: nil for "", or an Invalid
+// error whose message contains wantErr.
+func checkErr(t *testing.T, err error, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("unexpected error: %v", err)
+	case wantErr == "":
+	case err == nil:
+		t.Fatalf("no error, want one containing %q", wantErr)
+	case !apierrors.IsInvalid(err):
+		t.Fatalf("error %v is not Invalid", err)
+	case !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("error %q does not contain %q", err, wantErr)
+	default:
+		msg := err.Error()
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		t.Logf("refused as expected: %s", msg)
+	}
+}

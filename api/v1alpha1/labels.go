@@ -1,0 +1,41 @@
+/*
+Copyright 2026 The shelljob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Labels the operator puts on worker pods.
+const (
+	// LabelPool names the ShellPool of a worker pod.
+	LabelPool = "shell.shelljob.dev/pool"
+	// LabelRevision is the pool revision of a worker pod.
+	LabelRevision = "shell.shelljob.dev/revision"
+	// LabelWorker is the index of a worker in its pool.
+	LabelWorker = "shell.shelljob.dev/worker"
+)
+
+// Annotations the clients (bot, CLI) put on the ShellJobs they created. They
+// are the clients' own bookkeeping: the operator never writes them.
+const (
+	// AnnotationDelivered is set, to an RFC 3339 time, once the job's final
+	// and files reached the user.
+	AnnotationDelivered = "shell.shelljob.dev/delivered"
+	// AnnotationPreview holds where the job's live preview is shown, so a
+	// restarted bot can continue it.
+	AnnotationPreview = "shell.shelljob.dev/preview"
+)
+
+// DefaultPool is the pool a job runs on when it names none.
+const DefaultPool = "shell"

@@ -1,0 +1,327 @@
+/*
+Copyright 2026 The shelljob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ShellJobMode says how a command runs on its pool.
+// +kubebuilder:validation:Enum=Fork;Stateful;Direct
+type ShellJobMode string
+
+const (
+	// ModeFork runs the command in a fresh shell on any free worker (.a).
+	ModeFork ShellJobMode = "Fork"
+	// ModeStateful feeds the command to the persistent shell of the pool's
+	// stateful worker, which keeps cwd, variables and functions between
+	// commands (.af). It waits while that worker is busy.
+	ModeStateful ShellJobMode = "Stateful"
+	// ModeDirect runs the command at once in a fresh shell on the least busy
+	// worker, even a busy one (.aa). It is the escape hatch when every worker
+	// is taken.
+	ModeDirect ShellJobMode = "Direct"
+)
+
+// StopReason says why a job was asked to stop. It names no one.
+// +kubebuilder:validation:Enum=User;Shutdown;Timeout
+type StopReason string
+
+const (
+	// StopReasonUser is a stop by a person: .k, a Stop button, Ctrl-C in the CLI.
+	StopReasonUser StopReason = "User"
+	// StopReasonShutdown is a stop because the bot is going offline.
+	StopReasonShutdown StopReason = "Shutdown"
+	// StopReasonTimeout is a stop by the job's idle timeout or deadline.
+	StopReasonTimeout StopReason = "Timeout"
+)
+
+// OriginSource says which client created a job.
+// +kubebuilder:validation:Enum=telegram;cli
+type OriginSource string
+
+const (
+	OriginTelegram OriginSource = "telegram"
+	OriginCLI      OriginSource = "cli"
+)
+
+// ShellJobOrigin records who asked for a job and where its output goes.
+// Clients use it to find their jobs again after a restart.
+type ShellJobOrigin struct {
+	// Source is the client that created the job.
+	// +required
+	Source OriginSource `json:"source"`
+
+	// User is the stable id of the person who sent the command: a Telegram
+	// user id, or the Kubernetes user name for the CLI.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	User string `json:"user,omitempty"`
+
+	// Chat is the Telegram chat of the command message, as a Bot API chat id
+	// (negative for groups). Empty for guest queries and the CLI.
+	// +optional
+	Chat int64 `json:"chat,omitempty"`
+
+	// Topic is the forum topic of the command message, if any.
+	// +optional
+	Topic int64 `json:"topic,omitempty"`
+
+	// Message is the id of the command message in Chat.
+	// +optional
+	Message int64 `json:"message,omitempty"`
+
+	// GuestQuery is the guest chat query that the job answers, when the
+	// command came from a guest chat.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	GuestQuery string `json:"guestQuery,omitempty"`
+}
+
+// ShellJobSpec is one shell command and how to run it.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stop) && self.stop)",message="stop cannot be undone"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stopReason) == has(oldSelf.stopReason) && (!has(self.stopReason) || self.stopReason == oldSelf.stopReason))",message="stopReason cannot change once stop is set"
+type ShellJobSpec struct {
+	// Command is the shell code to run, as given to `zsh -c`.
+	// +required
+	// +kubebuilder:validation:MaxLength=65536
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="command must not be empty"
+	// +kubebuilder:validation:XValidation:rule="size(bytes(self)) <= 65536",message="command must be at most 64 KiB"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="command is immutable"
+	Command string `json:"command"`
+
+	// Mode says where and how the command runs. Defaults to Fork.
+	// +optional
+	// +kubebuilder:default=Fork
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable"
+	Mode ShellJobMode `json:"mode,omitempty"`
+
+	// Pool is the name of the ShellPool, in the job's namespace, that runs
+	// the command. Defaults to "shell".
+	// +optional
+	// +kubebuilder:default=shell
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="pool is immutable"
+	Pool string `json:"pool,omitempty"`
+
+	// Origin records who asked for the job and where its output goes.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="origin is immutable"
+	Origin ShellJobOrigin `json:"origin"`
+
+	// Stop asks for the job to stop. It can only go from false to true. A
+	// queued job then never runs; a running one gets SIGINT, SIGTERM and
+	// SIGKILL on its process group, 2 s apart, until the group is empty.
+	// +optional
+	Stop bool `json:"stop,omitempty"`
+
+	// StopReason says why Stop was set. Defaults to User when Stop is set
+	// without one.
+	// +optional
+	StopReason StopReason `json:"stopReason,omitempty"`
+
+	// IdleTimeoutSeconds stops the job, with reason Timeout, after that many
+	// seconds without output. Unset means no idle timeout.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	IdleTimeoutSeconds *int64 `json:"idleTimeoutSeconds,omitempty"`
+
+	// ActiveDeadlineSeconds stops the job, with reason Timeout, that many
+	// seconds after its command started. Unset means no deadline.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the job that many seconds after its
+	// CompletionTime, as for a batch Job. Unset means the job is kept.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ShellJobPhase is where a job is in its life.
+// +kubebuilder:validation:Enum=Queued;Running;Stopping;Succeeded;Failed;Stopped
+type ShellJobPhase string
+
+const (
+	// PhaseQueued: waiting for a worker of its pool.
+	PhaseQueued ShellJobPhase = "Queued"
+	// PhaseRunning: the command runs on Status.Pod.
+	PhaseRunning ShellJobPhase = "Running"
+	// PhaseStopping: asked to stop; the command may still be ending.
+	PhaseStopping ShellJobPhase = "Stopping"
+	// PhaseSucceeded: the command exited 0.
+	PhaseSucceeded ShellJobPhase = "Succeeded"
+	// PhaseFailed: the command exited non-zero, or could not run to its end
+	// (its worker was lost).
+	PhaseFailed ShellJobPhase = "Failed"
+	// PhaseStopped: the command ended after a stop, or never ran because it
+	// was stopped while queued (Status.Ran is false then).
+	PhaseStopped ShellJobPhase = "Stopped"
+)
+
+// Signal names a signal sent to a job's process group.
+// +kubebuilder:validation:Enum=SIGINT;SIGTERM;SIGKILL
+type Signal string
+
+const (
+	SIGINT  Signal = "SIGINT"
+	SIGTERM Signal = "SIGTERM"
+	SIGKILL Signal = "SIGKILL"
+)
+
+// StopStep is one signal sent to a job's process group.
+type StopStep struct {
+	// Signal is the signal sent.
+	Signal Signal `json:"signal"`
+	// Time is when it was sent.
+	Time metav1.Time `json:"time"`
+	// GroupEmpty tells whether the group had no process left right after it.
+	// +optional
+	GroupEmpty bool `json:"groupEmpty,omitempty"`
+}
+
+// Condition types of a ShellJob.
+const (
+	// ShellJobScheduled is True once a worker is assigned to the job.
+	ShellJobScheduled = "Scheduled"
+	// ShellJobFinished is True once the command has ended, or the job was
+	// stopped before it ran. Its reason says how it ended.
+	ShellJobFinished = "Finished"
+)
+
+// Reasons of the ShellJob conditions.
+const (
+	ShellJobScheduledReasonAssigned           = "Assigned"
+	ShellJobScheduledReasonNoIdleWorker       = "NoIdleWorker"
+	ShellJobScheduledReasonStatefulWorkerBusy = "StatefulWorkerBusy"
+	ShellJobScheduledReasonPoolNotFound       = "PoolNotFound"
+	ShellJobFinishedReasonExited              = "Exited"
+	ShellJobFinishedReasonStopped             = "Stopped"
+	ShellJobFinishedReasonStoppedBeforeRun    = "StoppedBeforeRun"
+	ShellJobFinishedReasonWorkerLost          = "WorkerLost"
+	ShellJobFinishedReasonStartFailed         = "StartFailed"
+)
+
+// ShellJobStatus holds small facts about a job. Its output is never stored
+// here: it lives in the worker's spool and is read through the agent.
+type ShellJobStatus struct {
+	// Number is the job's short sequence number, shown as #N. It is unique
+	// in the namespace, also across restarts of every component.
+	// +optional
+	Number int64 `json:"number,omitempty"`
+
+	// Summary is the start of the command on one line, for listings.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+
+	// Phase is where the job is in its life.
+	// +optional
+	Phase ShellJobPhase `json:"phase,omitempty"`
+
+	// Ran tells whether the command was started. A job stopped while queued
+	// never runs.
+	// +optional
+	Ran bool `json:"ran,omitempty"`
+
+	// Pod is the worker pod that runs, or ran, the command.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+
+	// Revision is the pool revision of Pod.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// PGID is the id of the command's process group in Pod.
+	// +optional
+	PGID int32 `json:"pgid,omitempty"`
+
+	// ExitCode is the command's exit status, as a shell reports it: 128+N
+	// after signal N.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// StartTime is when the command started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the command ended, or when the job was stopped
+	// before it ran.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// OutputBytes counts the bytes the command wrote.
+	// +optional
+	OutputBytes int64 `json:"outputBytes,omitempty"`
+
+	// DroppedBytes counts the written bytes the spool did not keep, under
+	// its caps.
+	// +optional
+	DroppedBytes int64 `json:"droppedBytes,omitempty"`
+
+	// StopSteps are the signals sent to the process group after a stop, in
+	// order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	StopSteps []StopStep `json:"stopSteps,omitempty"`
+
+	// Conditions: Scheduled and Finished.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sj,categories=shelljob
+// +kubebuilder:printcolumn:name="#",type=integer,JSONPath=`.status.number`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.origin.user`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.status.summary`
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.pod`,priority=1
+
+// ShellJob is one shell command run on a worker of a ShellPool.
+type ShellJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ShellJobSpec `json:"spec"`
+
+	// +optional
+	Status ShellJobStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ShellJobList is a list of ShellJobs.
+type ShellJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ShellJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ShellJob{}, &ShellJobList{})
+}

@@ -1,0 +1,196 @@
+/*
+Copyright 2026 The shelljob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ShellPoolPodOverlay is what a pool may change in its worker pods.
+type ShellPoolPodOverlay struct {
+	// NodeSelector constrains the workers to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the worker pods.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// SecurityContext of the worker pods. Defaults to non-root with the
+	// restricted Pod Security profile.
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+
+	// Labels added to the worker pods.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to the worker pods.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ShellPoolSpec is a set of warm worker pods that run ShellJobs.
+// +kubebuilder:validation:XValidation:rule="self.statefulWorker < self.replicas",message="statefulWorker must be below replicas"
+type ShellPoolSpec struct {
+	// Replicas is the number of workers. Defaults to 16.
+	// +optional
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// StatefulWorker is the index of the worker whose persistent shell runs
+	// Stateful jobs. Defaults to 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	StatefulWorker int32 `json:"statefulWorker"`
+
+	// Image is the worker image. Defaults to the operator's worker image.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the worker image. Defaults to IfNotPresent.
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Resources of each worker's container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount whose token the commands get,
+	// for their own use of the Kubernetes API. Unset, workers get no token.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Template overlays the worker pods.
+	// +optional
+	Template ShellPoolPodOverlay `json:"template,omitempty"`
+
+	// Shell runs the commands. Defaults to zsh.
+	// +optional
+	// +kubebuilder:default=zsh
+	// +kubebuilder:validation:MinLength=1
+	Shell string `json:"shell,omitempty"`
+
+	// RestartedAt, when changed, makes a new revision, as
+	// `kubectl rollout restart` does: new workers come up, and old ones take
+	// no new jobs and go once their running jobs end.
+	// +optional
+	RestartedAt *metav1.Time `json:"restartedAt,omitempty"`
+}
+
+// OldRevision is a retired revision whose workers still run jobs.
+type OldRevision struct {
+	// Revision is the retired revision.
+	Revision string `json:"revision"`
+	// Pods is how many of its workers are left.
+	Pods int32 `json:"pods"`
+	// RunningJobs is how many jobs still run on them.
+	RunningJobs int32 `json:"runningJobs"`
+}
+
+// Condition types of a ShellPool.
+const (
+	// ShellPoolAvailable is True when every worker of the current revision is ready.
+	ShellPoolAvailable = "Available"
+)
+
+// ShellPoolStatus counts the pool's workers and jobs.
+type ShellPoolStatus struct {
+	// ObservedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Revision is the current revision: a hash of the pod template and
+	// RestartedAt.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Replicas counts the workers of the current revision.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyReplicas counts the ready workers of the current revision.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// Ready is ReadyReplicas/spec.replicas, for listings.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+
+	// BusyReplicas counts the workers of the current revision that run at
+	// least one job.
+	// +optional
+	BusyReplicas int32 `json:"busyReplicas,omitempty"`
+
+	// QueuedJobs counts the jobs waiting for a worker of this pool.
+	// +optional
+	QueuedJobs int32 `json:"queuedJobs,omitempty"`
+
+	// OldRevisions are retired revisions that still hold running jobs.
+	// +optional
+	// +listType=map
+	// +listMapKey=revision
+	OldRevisions []OldRevision `json:"oldRevisions,omitempty"`
+
+	// Conditions: Available.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
+// +kubebuilder:resource:shortName=sp,categories=shelljob
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyReplicas`
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.status.revision`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ShellPool keeps warm worker pods that run ShellJobs.
+type ShellPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec ShellPoolSpec `json:"spec,omitempty"`
+
+	// +optional
+	Status ShellPoolStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ShellPoolList is a list of ShellPools.
+type ShellPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ShellPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ShellPool{}, &ShellPoolList{})
+}
