@@ -171,6 +171,15 @@ func TestShellJobUpdateValidation(t *testing.T) {
 			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.StopReason = shellv1alpha1.StopReasonTimeout },
 			wantErr: "stopReason cannot change once stop is set",
 		},
+		"hold cleared": {
+			job:    utiltesting.MakeShellJob("unhold", ns).Hold(),
+			update: func(j *shellv1alpha1.ShellJob) { j.Spec.Hold = false },
+		},
+		"hold set after creation": {
+			job:     utiltesting.MakeShellJob("hold", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Hold = true },
+			wantErr: "hold can only be cleared",
+		},
 		"limits may change": {
 			job: utiltesting.MakeShellJob("limits", ns),
 			update: func(j *shellv1alpha1.ShellJob) {

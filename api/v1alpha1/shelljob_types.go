@@ -93,6 +93,7 @@ type ShellJobOrigin struct {
 }
 
 // ShellJobSpec is one shell command and how to run it.
+// +kubebuilder:validation:XValidation:rule="!has(self.hold) || !self.hold || (has(oldSelf.hold) && oldSelf.hold)",message="hold can only be cleared"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stop) && self.stop)",message="stop cannot be undone"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stopReason) == has(oldSelf.stopReason) && (!has(self.stopReason) || self.stopReason == oldSelf.stopReason))",message="stopReason cannot change once stop is set"
 type ShellJobSpec struct {
@@ -122,6 +123,13 @@ type ShellJobSpec struct {
 	// +required
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="origin is immutable"
 	Origin ShellJobOrigin `json:"origin"`
+
+	// Hold keeps the job from starting once it has a worker. A client that
+	// has input files sets it at creation, waits for Status.Pod, puts the
+	// files into the job's directory there (agentapi.Client.PutFiles), then
+	// clears it. It can only go from true to false.
+	// +optional
+	Hold bool `json:"hold,omitempty"`
 
 	// Stop asks for the job to stop. It can only go from false to true. A
 	// queued job then never runs; a running one gets SIGINT, SIGTERM and

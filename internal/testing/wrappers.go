@@ -59,6 +59,12 @@ func (w *ShellJobWrapper) Stop(r shellv1alpha1.StopReason) *ShellJobWrapper {
 	return w
 }
 
+// Hold keeps the job from starting until it is cleared.
+func (w *ShellJobWrapper) Hold() *ShellJobWrapper {
+	w.Spec.Hold = true
+	return w
+}
+
 // Labels sets the labels.
 func (w *ShellJobWrapper) Labels(l map[string]string) *ShellJobWrapper {
 	w.ObjectMeta.Labels = l
