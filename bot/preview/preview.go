@@ -1,0 +1,198 @@
+// Package preview composes the texts the bot shows of a command's output:
+// the live preview (a header, the output's end and a cursor, within
+// PreviewUnits UTF-16 units) and the final. It is pure: no I/O.
+package preview
+
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"shelljob.dev/shelljob/bot/texts"
+)
+
+const (
+	// PreviewUnits bounds a preview, in UTF-16 units. A message holds 4096,
+	// but a longer text could be split into a chain of messages where it
+	// breaks well (a newline in its last 600 characters), and the second
+	// message would outlive the preview; the room left also fits a draft's
+	// heartbeat suffix.
+	PreviewUnits = 3496
+	// MessageUnits is what one Telegram message holds, in UTF-16 units.
+	MessageUnits = 4096
+	// FileChars is the length, in characters, from which a final goes out
+	// as a .txt file rather than as text (the rule of discreet_send).
+	FileChars = 4000
+)
+
+// Units counts the UTF-16 units of s, as Telegram measures text.
+func Units(s string) int {
+	n := 0
+	for _, r := range s {
+		// An invalid byte ranges as U+FFFD: one unit.
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// Tail returns the longest end of s that has at most max UTF-16 units,
+// never cutting a character.
+func Tail(s string, max int) string {
+	if max <= 0 {
+		return ""
+	}
+	units := 0
+	i := len(s)
+	for i > 0 {
+		r, size := utf8.DecodeLastRuneInString(s[:i])
+		u := utf16.RuneLen(r)
+		if u < 0 {
+			u = 1
+		}
+		if units+u > max {
+			break
+		}
+		units += u
+		i -= size
+	}
+	return s[i:]
+}
+
+// Head returns the longest start of s that has at most max UTF-16 units.
+func Head(s string, max int) string {
+	units := 0
+	for i, r := range s {
+		u := utf16.RuneLen(r)
+		if u < 0 {
+			u = 1
+		}
+		if units+u > max {
+			return s[:i]
+		}
+		units += u
+	}
+	return s
+}
+
+// State is what a preview's header says of its job.
+type State int
+
+const (
+	// Running: the command runs.
+	Running State = iota
+	// Queued: the job waits for a free shell.
+	Queued
+	// Stopping: the job was asked to stop and has not ended.
+	Stopping
+)
+
+// Header is the first line of a preview of job n. hint follows it where
+// the preview has no Stop button (texts.StopHint, or the guest form).
+func Header(n int64, s State, hint string) string {
+	var h string
+	switch s {
+	case Running:
+		h = texts.HeaderRunning(n)
+	case Queued:
+		h = texts.HeaderQueued(n)
+	case Stopping:
+		h = texts.HeaderStopping(n)
+	default:
+		panic("preview: unknown state")
+	}
+	return h + hint
+}
+
+// Compose is a preview: the header, a blank line, the end of tail and the
+// cursor, within PreviewUnits.
+func Compose(header, tail string) string {
+	room := PreviewUnits - Units(header) - Units("\n\n") - Units(texts.Cursor)
+	return header + "\n\n" + Tail(Clean(tail), room) + texts.Cursor
+}
+
+// Clean makes text safe to send: NUL, which Telegram does not keep in a
+// message, is shown as \x00.
+func Clean(s string) string {
+	if !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", `\x00`)
+}
+
+// Stop says whether and why a job was stopped, for its final.
+type Stop int
+
+const (
+	// NotStopped: the command ended by itself.
+	NotStopped Stop = iota
+	// StoppedByUser: .k, a Stop button or a draft's Stop.
+	StoppedByUser
+	// StoppedByShutdown: the bot went offline.
+	StoppedByShutdown
+)
+
+// Final is a chat job's final text: the output, trimmed, or "The process
+// exited N." when it is empty, then after a blank line the stop note. A
+// job that never ran (ran false) gets the note alone.
+func Final(output string, exitCode int, ran bool, stop Stop) string {
+	if !ran {
+		switch stop {
+		case StoppedByShutdown:
+			return texts.StoppedBeforeRunShutdown
+		default:
+			return texts.StoppedBeforeRun
+		}
+	}
+	body := strings.TrimSpace(Clean(output))
+	if body == "" {
+		body = texts.ProcessExited(exitCode)
+	}
+	switch stop {
+	case NotStopped:
+		return body
+	case StoppedByUser:
+		return body + "\n\n" + texts.StoppedNote(exitCode)
+	case StoppedByShutdown:
+		return body + "\n\n" + texts.StoppedShutdownNote(exitCode)
+	default:
+		panic("preview: unknown stop")
+	}
+}
+
+// IsLong tells whether a final goes out as a .txt file: from FileChars
+// characters on.
+func IsLong(final string) bool {
+	return utf8.RuneCountInString(final) >= FileChars
+}
+
+// LongHead is the text a preview becomes when its final is long: the first
+// line texts.LongFinalHead, a blank line, and the final's end, as much as
+// fits one message.
+func LongHead(final string) string {
+	head := texts.LongFinalHead + "\n\n"
+	return head + Tail(final, MessageUnits-Units(head))
+}
+
+// Guest is a guest answer's final: the output, trimmed and cut to fit one
+// message (its end is kept), with "exit N" under it and the stop line
+// after a stop. A job that never ran gets its note alone.
+func Guest(output string, exitCode int, ran bool, stop Stop) string {
+	if !ran {
+		return Final("", exitCode, false, stop)
+	}
+	lines := texts.GuestExit(exitCode)
+	switch stop {
+	case NotStopped:
+	case StoppedByUser:
+		lines += "\n" + texts.GuestStopped
+	case StoppedByShutdown:
+		lines += "\n" + texts.GuestStoppedShutdown
+	default:
+		panic("preview: unknown stop")
+	}
+	body := strings.TrimSpace(Clean(output))
+	if body == "" {
+		return lines
+	}
+	return Tail(body, MessageUnits-Units(lines)-2) + "\n\n" + lines
+}

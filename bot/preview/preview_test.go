@@ -1,0 +1,94 @@
+package preview
+
+import (
+	"strings"
+	"testing"
+
+	"shelljob.dev/shelljob/bot/texts"
+)
+
+func TestComposeFits(t *testing.T) {
+	tests := map[string]string{
+		"short":      "hello\n",
+		"ascii long": strings.Repeat("line of output\n", 1000),
+		"emoji long": strings.Repeat("😀", 5000),
+		"one line":   strings.Repeat("x", 10000),
+	}
+	for name, tail := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := Header(3, Running, texts.StopHint)
+			got := Compose(h, tail)
+			if u := Units(got); u > PreviewUnits {
+				t.Fatalf("%d units, over %d", u, PreviewUnits)
+			}
+			if !strings.HasPrefix(got, "⏳ #3 · .k to stop\n\n") || !strings.HasSuffix(got, "▌") {
+				t.Fatalf("bad shape: %q…", got[:40])
+			}
+			if strings.ContainsRune(got, '\uFFFD') {
+				t.Fatalf("cut a character")
+			}
+		})
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	tests := map[State]string{
+		Running:  "⏳ #3",
+		Queued:   "⏳ #3 waiting for a free shell",
+		Stopping: "⏹ #3 stopping…",
+	}
+	for s, want := range tests {
+		if got := Header(3, s, ""); got != want {
+			t.Errorf("Header(%v) = %q, want %q", s, got, want)
+		}
+	}
+	if got := Header(3, Running, " · @bot .k to stop"); got != "⏳ #3 · @bot .k to stop" {
+		t.Errorf("guest header %q", got)
+	}
+}
+
+func TestFinal(t *testing.T) {
+	tests := map[string]struct {
+		out  string
+		code int
+		ran  bool
+		stop Stop
+		want string
+	}{
+		"plain":           {"hi\n\n", 0, true, NotStopped, "hi"},
+		"empty":           {"  \n", 3, true, NotStopped, "The process exited 3."},
+		"stopped":         {"tick\n", 130, true, StoppedByUser, "tick\n\n⏹ Stopped (exit 130)."},
+		"stopped empty":   {"", 130, true, StoppedByUser, "The process exited 130.\n\n⏹ Stopped (exit 130)."},
+		"shutdown":        {"x", 143, true, StoppedByShutdown, "x\n\n⏹ Stopped: the bot is going offline (exit 143)."},
+		"dropped":         {"", 0, false, StoppedByUser, "⏹ Stopped before it ran."},
+		"dropped offline": {"", 0, false, StoppedByShutdown, "⏹ Stopped before it ran: the bot is going offline."},
+		"nul":             {"a\x00b", 0, true, NotStopped, `a\x00b`},
+	}
+	for name, tc := range tests {
+		if got := Final(tc.out, tc.code, tc.ran, tc.stop); got != tc.want {
+			t.Errorf("%s: Final = %q, want %q", name, got, tc.want)
+		}
+	}
+}
+
+func TestLong(t *testing.T) {
+	if IsLong(strings.Repeat("é", 3999)) || !IsLong(strings.Repeat("é", 4000)) {
+		t.Errorf("threshold is 4000 characters")
+	}
+	h := LongHead(strings.Repeat("😀", 4000))
+	if Units(h) > MessageUnits || !strings.HasPrefix(h, texts.LongFinalHead+"\n\n") {
+		t.Errorf("LongHead: %d units", Units(h))
+	}
+}
+
+func TestGuest(t *testing.T) {
+	if got := Guest("out\n", 130, true, StoppedByUser); got != "out\n\nexit 130\n⏹ Stopped" {
+		t.Errorf("Guest = %q", got)
+	}
+	if got := Guest("", 0, false, StoppedByShutdown); got != texts.StoppedBeforeRunShutdown {
+		t.Errorf("Guest dropped = %q", got)
+	}
+	if got := Guest(strings.Repeat("x", 9000), 0, true, NotStopped); Units(got) > MessageUnits {
+		t.Errorf("Guest too long: %d", Units(got))
+	}
+}

@@ -1,0 +1,146 @@
+// Package texts holds every text the bot shows to a user, verbatim from the
+// reference (reference/shell_streaming.md), so that a change of wording
+// happens in one place.
+package texts
+
+import "fmt"
+
+// Preview headers and cursor.
+const (
+	// Cursor ends the tail of a running command's output in a preview.
+	Cursor = "▌"
+	// StopHint follows the header of a preview that has no Stop button.
+	StopHint = " · .k to stop"
+	// GuestStopHintFormat follows the header of a guest answer, which never
+	// has a button: " · @bot .k to stop".
+	GuestStopHintFormat = " · @%s .k to stop"
+	// StopButton is the label of an edited preview's inline button.
+	StopButton = "⏹ Stop"
+	// GuestRunning is a guest answer when it is posted.
+	GuestRunning = "⏳ Running…"
+)
+
+// HeaderRunning is "⏳ #3".
+func HeaderRunning(n int64) string { return fmt.Sprintf("⏳ #%d", n) }
+
+// HeaderQueued is "⏳ #3 waiting for a free shell".
+func HeaderQueued(n int64) string { return fmt.Sprintf("⏳ #%d waiting for a free shell", n) }
+
+// HeaderStopping is "⏹ #3 stopping…".
+func HeaderStopping(n int64) string { return fmt.Sprintf("⏹ #%d stopping…", n) }
+
+// Finals.
+const (
+	// LongFinalHead is the first line of a preview that became the end of a
+	// final too long for one message; the .txt file follows.
+	LongFinalHead = "✂️ The full output is in the file below."
+	// FinishedBelow replaces a preview that could not be deleted after a
+	// final sent as a new reply.
+	FinishedBelow = "Finished; output below."
+	// StoppedBeforeRun is a dropped job's final after a stop by the user.
+	StoppedBeforeRun = "⏹ Stopped before it ran."
+	// StoppedBeforeRunShutdown is a dropped job's final after a shutdown.
+	StoppedBeforeRunShutdown = "⏹ Stopped before it ran: the bot is going offline."
+	// GuestStopped follows "exit N" in a guest answer stopped by the user.
+	GuestStopped = "⏹ Stopped"
+	// GuestStoppedShutdown follows "exit N" in a guest answer after a shutdown.
+	GuestStoppedShutdown = "⏹ Stopped: the bot is going offline"
+	// OutputFileName is the name of the .txt file of a long final.
+	OutputFileName = "output.txt"
+)
+
+// ProcessExited is the final of a command with no output.
+func ProcessExited(code int) string { return fmt.Sprintf("The process exited %d.", code) }
+
+// StoppedNote is the stop note after a stop by the user: "⏹ Stopped (exit 130)."
+func StoppedNote(code int) string { return fmt.Sprintf("⏹ Stopped (exit %d).", code) }
+
+// StoppedShutdownNote is the stop note after a shutdown.
+func StoppedShutdownNote(code int) string {
+	return fmt.Sprintf("⏹ Stopped: the bot is going offline (exit %d).", code)
+}
+
+// GuestExit is the line under a guest answer's output: "exit N".
+func GuestExit(code int) string { return fmt.Sprintf("exit %d", code) }
+
+// .k replies and Stop button toasts.
+const (
+	NoRunning        = "No running command here."
+	NoRunningInReply = "That message has no running command."
+	OnlyAdmins       = "Only the bot's admins can do that."
+	ButtonOutOfDate  = "That button is out of date."
+	NotAvailable     = "Not available here."
+	// StreamingOff is the .k answer that finds nothing while live output is off.
+	StreamingOff = "Live output is off (SHELLJOB_STREAMING=0), so no command can be stopped."
+	// NULCommand answers a command that holds a NUL byte, which no shell
+	// can be given as an argument.
+	NULCommand = "The command holds a NUL byte, which a shell cannot run."
+	// SubmitFailed answers a command whose job could not be created.
+	SubmitFailed = "Could not start the command: %v"
+)
+
+// Stopping is "⏹ Stopping #3…".
+func Stopping(n int64) string { return fmt.Sprintf("⏹ Stopping #%d…", n) }
+
+// AlreadyStopping is "#3 is already stopping.".
+func AlreadyStopping(n int64) string { return fmt.Sprintf("#%d is already stopping.", n) }
+
+// AlreadyEnded is "#3 has already ended.".
+func AlreadyEnded(n int64) string { return fmt.Sprintf("#%d has already ended.", n) }
+
+// NoSuchJob answers .k N for a job that is not visible and running.
+func NoSuchJob(n int64) string { return fmt.Sprintf("No running command #%d here.", n) }
+
+// KillUsage is the usage line of .k; kill is ".k" or "@bot .k".
+func KillUsage(kill string) string {
+	return fmt.Sprintf("Usage: %[1]s (alone or as a reply), %[1]s N, %[1]s all, %[1]s ls", kill)
+}
+
+// SeveralRunning heads the list that a bare .k shows when several jobs run.
+func SeveralRunning(kill string) string {
+	return fmt.Sprintf("Several commands are running; %s N stops one, %s all stops them all:", kill, kill)
+}
+
+// Old-pool notes, the reply to .x, .xf and .sbb.
+const (
+	PoolRestarted = "Restarted the shell pool."
+)
+
+// OldPoolHere counts the jobs a .k here can see on old pools.
+func OldPoolHere(n int) string {
+	return plural(n, "%d command is queued or running on an old pool; .k stops it.",
+		"%d commands are queued or running on old pools; .k stops them.")
+}
+
+// OldPoolOtherChat counts the jobs in other chats on old pools.
+func OldPoolOtherChat(n int) string {
+	return plural(n, "%d command in another chat is queued or running on an old pool; .k in that chat stops it.",
+		"%d commands in other chats are queued or running on old pools; .k in those chats stops them.")
+}
+
+// OldPoolGuest counts the caller's guest jobs on old pools.
+func OldPoolGuest(n int, bot string) string {
+	return plural(n, "%d guest command is queued or running on an old pool; @"+bot+" .k in its chat stops it.",
+		"%d guest commands are queued or running on old pools; @"+bot+" .k in their chats stops them.")
+}
+
+// OldPoolOtherAdmin counts the jobs the caller cannot reach.
+func OldPoolOtherAdmin(n int) string {
+	return plural(n, "%d command of another admin is queued or running on an old pool; they can stop it.",
+		"%d commands of other admins are queued or running on old pools; they can stop them.")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf(one, n)
+	}
+	return fmt.Sprintf(many, n)
+}
+
+// Settings.
+const (
+	SettingsInPrivate = "The settings panel is in the private chat with the bot: send /settings there."
+	SettingsUsage     = "Usage: /settings private drafts|edits, /settings groups drafts|edits, /settings final edit|reply, /settings render on|off"
+	SettingsSaveFail  = "Could not save that setting; try again."
+	SettingsOutOfDate = "That button is out of date; send /settings for a new panel."
+)
