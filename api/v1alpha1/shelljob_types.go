@@ -329,7 +329,3 @@ type ShellJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ShellJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ShellJob{}, &ShellJobList{})
-}

@@ -190,7 +190,3 @@ type ShellPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ShellPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ShellPool{}, &ShellPoolList{})
-}
