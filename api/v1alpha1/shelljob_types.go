@@ -225,6 +225,16 @@ const (
 	ShellJobFinishedReasonStartFailed         = "StartFailed"
 )
 
+// More reasons of the Scheduled condition.
+const (
+	// ShellJobScheduledReasonNoReadyWorker: the pool has no ready worker of
+	// its current revision, so not even a Direct job can be placed.
+	ShellJobScheduledReasonNoReadyWorker = "NoReadyWorker"
+	// ShellJobScheduledReasonWorkerLost: the assigned worker went away
+	// before the command started, and the job went back to the queue.
+	ShellJobScheduledReasonWorkerLost = "WorkerLost"
+)
+
 // ShellJobStatus holds small facts about a job. Its output is never stored
 // here: it lives in the worker's spool and is read through the agent.
 type ShellJobStatus struct {
@@ -280,6 +290,14 @@ type ShellJobStatus struct {
 	// its caps.
 	// +optional
 	DroppedBytes int64 `json:"droppedBytes,omitempty"`
+
+	// StopReason says why the job is stopping or was stopped: the client's
+	// spec.stopReason (User when it named none) after spec.stop, or Timeout
+	// when the operator stopped the job under its idle timeout or deadline.
+	// The operator alone writes it; clients never set spec.stop for a
+	// timeout.
+	// +optional
+	StopReason StopReason `json:"stopReason,omitempty"`
 
 	// StopSteps are the signals sent to the process group after a stop, in
 	// order.

@@ -113,6 +113,15 @@ const (
 	ShellPoolAvailable = "Available"
 )
 
+// Reasons of the ShellPool conditions.
+const (
+	// ShellPoolAvailableReasonAllReady: every worker of the current revision is ready.
+	ShellPoolAvailableReasonAllReady = "AllWorkersReady"
+	// ShellPoolAvailableReasonNotReady: some workers of the current revision
+	// are missing or not ready yet.
+	ShellPoolAvailableReasonNotReady = "WorkersNotReady"
+)
+
 // ShellPoolStatus counts the pool's workers and jobs.
 type ShellPoolStatus struct {
 	// ObservedGeneration is the generation this status describes.
