@@ -1,0 +1,81 @@
+package bot
+
+import (
+	"context"
+	"io"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// JobSubmitter creates ShellJobs.
+type JobSubmitter interface {
+	// Submit creates a job with spec and annotations, and returns it with
+	// its name and UID set.
+	Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error)
+}
+
+// JobWatcher follows a job.
+type JobWatcher interface {
+	// Watch calls fn with the job as it is now and after each change, until
+	// ctx ends (it returns ctx's error) or the job is deleted (nil).
+	Watch(ctx context.Context, name string, fn func(*shellv1alpha1.ShellJob)) error
+}
+
+// JobStopper asks jobs to stop.
+type JobStopper interface {
+	// Stop sets spec.stop with reason. A job already stopped keeps its
+	// first reason.
+	Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error
+}
+
+// HoldReleaser lets a held job start.
+type HoldReleaser interface {
+	// Release clears spec.hold.
+	Release(ctx context.Context, name string) error
+}
+
+// JobAnnotator writes the bot's bookkeeping on its jobs.
+type JobAnnotator interface {
+	// Annotate sets annotation key of job name to value.
+	Annotate(ctx context.Context, name, key, value string) error
+}
+
+// JobLister lists the bot's jobs.
+type JobLister interface {
+	// List returns the jobs that came from Telegram.
+	List(ctx context.Context) ([]shellv1alpha1.ShellJob, error)
+}
+
+// PoolRestarter restarts shell pools.
+type PoolRestarter interface {
+	// RestartPool bumps the pool's spec.restartedAt: new workers come up,
+	// and the old ones take no new jobs.
+	RestartPool(ctx context.Context, pool string) error
+}
+
+// OutputFollower streams a job's output from its worker's agent, as
+// agentapi.Client does.
+type OutputFollower interface {
+	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
+}
+
+// FileMover moves a job's $SHELLJOB_OUT files, as agentapi.Client does.
+type FileMover interface {
+	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
+	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+}
+
+// Cluster is everything the bot asks of the cluster.
+type Cluster interface {
+	JobSubmitter
+	JobWatcher
+	JobStopper
+	HoldReleaser
+	JobAnnotator
+	JobLister
+	PoolRestarter
+	OutputFollower
+	FileMover
+}

@@ -1,0 +1,89 @@
+package jobs
+
+import (
+	"testing"
+	"time"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+func mk(name string, owner, chat int64, cmd int, guest string) *Job {
+	return New(Job{Name: name, Owner: owner, Chat: chat, CommandMsg: cmd, Guest: guest, Created: time.Now()}, nil)
+}
+
+func TestVisible(t *testing.T) {
+	r := NewRegistry()
+	a := mk("a", 1, -100, 10, "")  // group job of admin 1
+	b := mk("b", 2, -100, 11, "")  // group job of admin 2
+	c := mk("c", 1, 1, 12, "")     // admin 1's private job
+	g := mk("g", 1, 0, 0, "g-555") // admin 1's guest job
+	h := mk("h", 2, 0, 0, "g-555") // admin 2's guest job, same guest chat
+	for _, j := range []*Job{a, b, c, g, h} {
+		r.Register(j)
+	}
+	names := func(js []*Job) string {
+		s := ""
+		for _, j := range js {
+			s += j.Name
+		}
+		return s
+	}
+	if got := names(r.Visible(-100, 1, "")); got != "ab" {
+		t.Errorf("group: %q", got)
+	}
+	if got := names(r.Visible(1, 1, "")); got != "cg" {
+		t.Errorf("private: %q", got)
+	}
+	if got := names(r.Visible(2, 2, "")); got != "h" {
+		t.Errorf("private of 2: %q", got)
+	}
+	if got := names(r.Visible(0, 1, "g-555")); got != "g" {
+		t.Errorf("guest: %q", got)
+	}
+	a.SetPreview(20, 0)
+	if r.Find(-100, 20) != a || r.Find(-100, 10) != a || r.Find(-100, 99) != nil {
+		t.Errorf("Find")
+	}
+}
+
+func TestCancelOutcomes(t *testing.T) {
+	var stops []shellv1alpha1.StopReason
+	j := New(Job{Name: "x"}, func(r shellv1alpha1.StopReason) { stops = append(stops, r) })
+	if got := j.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeNotStarted {
+		t.Errorf("queued: %v", got)
+	}
+	if got := j.Cancel(shellv1alpha1.StopReasonShutdown); got != OutcomeAlreadyStopping {
+		t.Errorf("again: %v", got)
+	}
+	if _, r := j.Stopped(); r != shellv1alpha1.StopReasonUser || len(stops) != 1 {
+		t.Errorf("first stop must count: %v %v", r, stops)
+	}
+	k := New(Job{Name: "y"}, nil)
+	k.Observe(&shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: shellv1alpha1.PhaseRunning, Number: 4}})
+	if got := k.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeStopping || k.State() != Stopping || k.Number() != 4 {
+		t.Errorf("running: %v %v", got, k.State())
+	}
+	e := New(Job{Name: "z"}, nil)
+	e.MarkEnded()
+	if got := e.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeFinished {
+		t.Errorf("ended: %v", got)
+	}
+}
+
+func TestStopAllClosesRegistry(t *testing.T) {
+	r := NewRegistry()
+	j := mk("a", 1, 1, 1, "")
+	r.Register(j)
+	go func() {
+		<-j.Changed()
+		r.Finish(j)
+	}()
+	if left := r.StopAll(shellv1alpha1.StopReasonShutdown, time.After(5*time.Second)); left != 0 {
+		t.Fatalf("left %d", left)
+	}
+	late := mk("b", 1, 1, 2, "")
+	r.Register(late)
+	if ok, why := late.Stopped(); !ok || why != shellv1alpha1.StopReasonShutdown {
+		t.Fatalf("a job arriving during shutdown must be stopped: %v %v", ok, why)
+	}
+}
