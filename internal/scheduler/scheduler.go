@@ -1,0 +1,196 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// Pool is what placement needs of a ShellPool.
+type Pool struct {
+	// Revision is the current revision; only its workers take new jobs.
+	Revision string
+	// Replicas is the pool's size; workers at this index or above are on
+	// their way out.
+	Replicas int32
+	// StatefulWorker is the index of the worker that runs Stateful jobs.
+	StatefulWorker int32
+}
+
+// Worker is one worker pod.
+type Worker struct {
+	Name     string
+	Index    int32
+	Revision string
+	// Ready is true when the pod is ready and not being deleted.
+	Ready bool
+}
+
+// Job is one unfinished job of the pool.
+type Job struct {
+	// Name identifies the job in its namespace.
+	Name    string
+	Mode    shellv1alpha1.ShellJobMode
+	Created time.Time
+	// Pod is the worker the job holds, "" while it is queued.
+	Pod string
+	// Stopping jobs that hold no worker are never placed: they are about
+	// to be stopped before they run.
+	Stopping bool
+}
+
+// Decision is where a job goes.
+type Decision struct {
+	// Pod is the chosen worker, "" when the job waits.
+	Pod string
+	// Reason is a ShellJobScheduledReason constant.
+	Reason string
+	// Message says why, for the Scheduled condition.
+	Message string
+}
+
+// Load is what runs on one worker.
+type Load struct {
+	// Jobs counts every job that holds the worker.
+	Jobs int
+	// Seated is true when a Fork or Stateful job holds it.
+	Seated bool
+}
+
+// Loads counts the jobs that hold each worker, by worker name.
+func Loads(jobs []Job) map[string]Load {
+	loads := map[string]Load{}
+	for _, j := range jobs {
+		if j.Pod == "" {
+			continue
+		}
+		l := loads[j.Pod]
+		l.Jobs++
+		if j.Mode != shellv1alpha1.ModeDirect {
+			l.Seated = true
+		}
+		loads[j.Pod] = l
+	}
+	return loads
+}
+
+// Less orders jobs first in, first out: by creation time, then by name.
+func Less(a, b Job) bool { return compareJobs(a, b) < 0 }
+
+func compareJobs(a, b Job) int {
+	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name))
+}
+
+// Place decides where job goes, given every unfinished job of its pool
+// (job among them or not) and the pool's workers. Jobs that hold a worker
+// count as its load; queued jobs ahead of job in FIFO order are placed
+// first, so job gets a worker only when they all have one or wait for a
+// different one.
+func Place(job Job, pool Pool, workers []Worker, jobs []Job) Decision {
+	eligible := make([]Worker, 0, len(workers))
+	for _, w := range workers {
+		if w.Ready && w.Revision == pool.Revision && w.Index >= 0 && w.Index < pool.Replicas {
+			eligible = append(eligible, w)
+		}
+	}
+	if len(eligible) == 0 {
+		return Decision{
+			Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
+			Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
+		}
+	}
+	loads := Loads(jobs)
+
+	mode := job.Mode
+	if mode == "" {
+		mode = shellv1alpha1.ModeFork
+	}
+	if mode == shellv1alpha1.ModeDirect {
+		w := slices.MinFunc(eligible, func(a, b Worker) int {
+			return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index))
+		})
+		return assigned(w, loads[w.Name])
+	}
+
+	// The queue ahead of job, itself included, in FIFO order.
+	queue := make([]Job, 0, len(jobs)+1)
+	for _, j := range jobs {
+		if j.Pod == "" && !j.Stopping && j.Mode != shellv1alpha1.ModeDirect && compareJobs(j, job) < 0 {
+			queue = append(queue, j)
+		}
+	}
+	slices.SortFunc(queue, compareJobs)
+	queue = append(queue, job)
+
+	for _, q := range queue {
+		w, ok := pick(q.Mode, pool, eligible, loads)
+		if q.Name == job.Name {
+			if !ok {
+				return waiting(mode, pool)
+			}
+			return assigned(w, loads[w.Name])
+		}
+		if ok {
+			l := loads[w.Name]
+			l.Jobs++
+			l.Seated = true
+			loads[w.Name] = l
+		}
+	}
+	panic("unreachable: job is the last of its queue")
+}
+
+// pick chooses a free worker for a Fork or Stateful job.
+func pick(mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads map[string]Load) (Worker, bool) {
+	var best Worker
+	found := false
+	for _, w := range eligible {
+		if loads[w.Name].Seated {
+			continue
+		}
+		if mode == shellv1alpha1.ModeStateful {
+			if w.Index == pool.StatefulWorker {
+				return w, true
+			}
+			continue
+		}
+		if !found || betterFork(w, best, pool, loads) {
+			best, found = w, true
+		}
+	}
+	return best, found
+}
+
+// betterFork prefers a worker that is not the stateful one, then the least
+// loaded, then the lowest index.
+func betterFork(a, b Worker, pool Pool, loads map[string]Load) bool {
+	as, bs := a.Index == pool.StatefulWorker, b.Index == pool.StatefulWorker
+	if as != bs {
+		return bs
+	}
+	return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index)) < 0
+}
+
+func assigned(w Worker, l Load) Decision {
+	msg := fmt.Sprintf("assigned to worker %s", w.Name)
+	if l.Jobs > 0 {
+		msg = fmt.Sprintf("assigned to worker %s, which runs %d other job(s)", w.Name, l.Jobs)
+	}
+	return Decision{Pod: w.Name, Reason: shellv1alpha1.ShellJobScheduledReasonAssigned, Message: msg}
+}
+
+func waiting(mode shellv1alpha1.ShellJobMode, pool Pool) Decision {
+	if mode == shellv1alpha1.ModeStateful {
+		return Decision{
+			Reason:  shellv1alpha1.ShellJobScheduledReasonStatefulWorkerBusy,
+			Message: fmt.Sprintf("waiting for the stateful worker %d", pool.StatefulWorker),
+		}
+	}
+	return Decision{
+		Reason:  shellv1alpha1.ShellJobScheduledReasonNoIdleWorker,
+		Message: "waiting for a free worker",
+	}
+}

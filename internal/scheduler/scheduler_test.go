@@ -1,0 +1,192 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+const (
+	fork     = shellv1alpha1.ModeFork
+	stateful = shellv1alpha1.ModeStateful
+	direct   = shellv1alpha1.ModeDirect
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func workers(rev string, n int) []Worker {
+	ws := make([]Worker, n)
+	for i := range ws {
+		ws[i] = Worker{Name: name(rev, i), Index: int32(i), Revision: rev, Ready: true}
+	}
+	return ws
+}
+
+func name(rev string, i int) string { return "p-" + rev + "-" + string(rune('0'+i)) }
+
+func job(n string, mode shellv1alpha1.ShellJobMode, at int, pod string) Job {
+	return Job{Name: n, Mode: mode, Created: t0.Add(time.Duration(at) * time.Second), Pod: pod}
+}
+
+func TestPlace(t *testing.T) {
+	pool := Pool{Revision: "r1", Replicas: 3, StatefulWorker: 0}
+	cases := map[string]struct {
+		job     Job
+		pool    Pool
+		workers []Worker
+		jobs    []Job
+		want    Decision
+	}{
+		"fork takes a free worker other than the stateful one": {
+			job:     job("a", fork, 0, ""),
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"fork takes the stateful worker last": {
+			job:     job("c", fork, 2, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-1"), job("b", fork, 1, "p-r1-2")},
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"},
+		},
+		"fork waits when every worker is seated": {
+			job:     job("d", fork, 3, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("c", stateful, 2, "p-r1-2")},
+			want:    Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"},
+		},
+		"fifo: an older queued job gets the only free worker": {
+			job:     job("new", fork, 5, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("old", fork, 4, "")},
+			want:    Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"},
+		},
+		"fifo: same creation time orders by name": {
+			job:     job("job-02", fork, 4, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("job-01", fork, 4, "")},
+			want:    Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"},
+		},
+		"fifo: the oldest queued job gets the free worker": {
+			job:     job("job-01", fork, 4, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("job-02", fork, 4, "")},
+			want:    Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
+		},
+		"fifo: a stopping queued job ahead is skipped": {
+			job:     job("new", fork, 5, ""),
+			workers: workers("r1", 3),
+			jobs: []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"),
+				{Name: "old", Mode: fork, Created: t0.Add(4 * time.Second), Stopping: true}},
+			want: Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
+		},
+		"stateful takes the stateful worker": {
+			job:     job("s", stateful, 2, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-1")},
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"},
+		},
+		"stateful waits for the stateful worker while others are free": {
+			job:     job("s", stateful, 2, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", stateful, 0, "p-r1-0")},
+			want:    Decision{Reason: "StatefulWorkerBusy", Message: "waiting for the stateful worker 0"},
+		},
+		"stateful honours the pool's stateful index": {
+			job:     job("s", stateful, 2, ""),
+			pool:    Pool{Revision: "r1", Replicas: 3, StatefulWorker: 2},
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
+		},
+		"stateful behind an older fork that takes the stateful worker waits": {
+			job:     job("s", stateful, 3, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-1"), job("b", fork, 1, "p-r1-2"), job("f", fork, 2, "")},
+			want:    Decision{Reason: "StatefulWorkerBusy", Message: "waiting for the stateful worker 0"},
+		},
+		"a fork behind a waiting stateful job still takes a free worker": {
+			job:     job("f", fork, 3, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("s", stateful, 1, "")},
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"direct runs on the least busy worker while every worker is busy": {
+			job:     job("d", direct, 9, ""),
+			workers: workers("r1", 3),
+			jobs: []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("c", fork, 2, "p-r1-2"),
+				job("x", direct, 3, "p-r1-0"), job("q", fork, 4, "")},
+			want: Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1, which runs 1 other job(s)"},
+		},
+		"direct takes no seat": {
+			job:     job("f", fork, 5, ""),
+			workers: workers("r1", 1),
+			pool:    Pool{Revision: "r1", Replicas: 1},
+			jobs:    []Job{job("x", direct, 0, "p-r1-0")},
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0, which runs 1 other job(s)"},
+		},
+		"old revision, unready and surplus workers take no jobs": {
+			job: job("a", fork, 0, ""),
+			workers: append(workers("r0", 3),
+				Worker{Name: "p-r1-0", Index: 0, Revision: "r1"},
+				Worker{Name: "p-r1-5", Index: 5, Revision: "r1", Ready: true}),
+			want: Decision{Reason: "NoReadyWorker", Message: "no ready worker of revision r1 yet"},
+		},
+		"direct waits only when no worker is ready": {
+			job:     job("d", direct, 0, ""),
+			workers: nil,
+			want:    Decision{Reason: "NoReadyWorker", Message: "no ready worker of revision r1 yet"},
+		},
+		"queued jobs move to the new revision": {
+			job:     job("q", fork, 5, ""),
+			workers: append(workers("r0", 2), workers("r1", 3)...),
+			jobs:    []Job{job("a", fork, 0, "p-r0-0"), job("b", fork, 1, "p-r0-1")},
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := pool
+			if tc.pool.Revision != "" {
+				p = tc.pool
+			}
+			got := Place(tc.job, p, tc.workers, tc.jobs)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Place (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlaceFIFO places a burst of jobs one at a time, as the reconciler
+// does, in a shuffled order of reconciles: workers go to the oldest jobs.
+func TestPlaceFIFO(t *testing.T) {
+	pool := Pool{Revision: "r1", Replicas: 4}
+	ws := workers("r1", 4)
+	var jobs []Job
+	for i := range 10 {
+		jobs = append(jobs, job(string(rune('a'+i)), fork, 0, ""))
+	}
+	for _, idx := range []int{9, 3, 7, 0, 5, 1, 8, 2, 6, 4} {
+		d := Place(jobs[idx], pool, ws, jobs)
+		jobs[idx].Pod = d.Pod
+	}
+	var got []string
+	for _, j := range jobs {
+		if j.Pod != "" {
+			got = append(got, j.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "d"}, got); diff != "" {
+		t.Errorf("placed jobs (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoads(t *testing.T) {
+	got := Loads([]Job{job("a", fork, 0, "w0"), job("b", direct, 0, "w0"), job("c", direct, 0, "w1"), job("q", fork, 0, "")})
+	want := map[string]Load{"w0": {Jobs: 2, Seated: true}, "w1": {Jobs: 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Loads (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,120 @@
+package shelljob
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+const (
+	// SummaryRunes is the most runes of a command that Summary keeps: the
+	// reference's `.k ls` shows the first 60 characters of a command.
+	SummaryRunes = 60
+	// maxMessage is the API's limit on a condition message.
+	maxMessage = 32768
+)
+
+// IsFinished tells whether the job has ended: its command exited, it was
+// stopped before it ran, or its worker was lost.
+func IsFinished(j *shellv1alpha1.ShellJob) bool {
+	return meta.IsStatusConditionTrue(j.Status.Conditions, shellv1alpha1.ShellJobFinished)
+}
+
+// IsAssigned tells whether the job has a worker pod, started or not.
+func IsAssigned(j *shellv1alpha1.ShellJob) bool {
+	return j.Status.Pod != ""
+}
+
+// IsStarted tells whether the job's command was started.
+func IsStarted(j *shellv1alpha1.ShellJob) bool {
+	return j.Status.Ran
+}
+
+// IsStopRequested tells whether the job is to stop: a client set spec.stop,
+// the job is being deleted, or the operator stopped it for a timeout.
+func IsStopRequested(j *shellv1alpha1.ShellJob) bool {
+	return j.Spec.Stop || j.DeletionTimestamp != nil || j.Status.StopReason != ""
+}
+
+// RequestedStopReason is why a client asked the job to stop: its
+// spec.stopReason, User when it named none. A deletion counts as a User stop.
+func RequestedStopReason(j *shellv1alpha1.ShellJob) shellv1alpha1.StopReason {
+	if j.Spec.StopReason != "" {
+		return j.Spec.StopReason
+	}
+	return shellv1alpha1.StopReasonUser
+}
+
+// Mode is the job's mode, Fork when unset.
+func Mode(j *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobMode {
+	if j.Spec.Mode == "" {
+		return shellv1alpha1.ModeFork
+	}
+	return j.Spec.Mode
+}
+
+// Pool is the name of the job's pool, DefaultPool when unset.
+func Pool(j *shellv1alpha1.ShellJob) string {
+	if j.Spec.Pool == "" {
+		return shellv1alpha1.DefaultPool
+	}
+	return j.Spec.Pool
+}
+
+// Summary is the first non-blank line of a command, trimmed and cut to
+// SummaryRunes runes. It ends in "…" when anything was left out: the rest
+// of the line or further lines.
+func Summary(cmd string) string {
+	lines := strings.Split(strings.TrimSpace(cmd), "\n")
+	line := strings.TrimSpace(strings.ToValidUTF8(lines[0], "\uFFFD"))
+	cut := len(lines) > 1
+	if utf8.RuneCountInString(line) > SummaryRunes {
+		line = strings.TrimSpace(string([]rune(line)[:SummaryRunes-1]))
+		cut = true
+	}
+	if cut {
+		line += "…"
+	}
+	return line
+}
+
+// SetScheduledCondition sets the Scheduled condition and reports whether
+// anything changed.
+func SetScheduledCondition(j *shellv1alpha1.ShellJob, now time.Time, status metav1.ConditionStatus, reason, msg string) bool {
+	return setCondition(&j.Status.Conditions, j.Generation, now, shellv1alpha1.ShellJobScheduled, status, reason, msg)
+}
+
+// SetFinishedCondition sets the Finished condition to True and reports
+// whether anything changed.
+func SetFinishedCondition(j *shellv1alpha1.ShellJob, now time.Time, reason, msg string) bool {
+	return setCondition(&j.Status.Conditions, j.Generation, now, shellv1alpha1.ShellJobFinished, metav1.ConditionTrue, reason, msg)
+}
+
+// SetAvailableCondition sets a pool's Available condition and reports
+// whether anything changed.
+func SetAvailableCondition(p *shellv1alpha1.ShellPool, now time.Time, status metav1.ConditionStatus, reason, msg string) bool {
+	return setCondition(&p.Status.Conditions, p.Generation, now, shellv1alpha1.ShellPoolAvailable, status, reason, msg)
+}
+
+// setCondition sets a condition as CAPI's conditions.Set does: it stamps
+// ObservedGeneration, cuts the message to the API's limit, truncates the
+// transition time to seconds (what the API keeps), and changes nothing when
+// the condition is the same.
+func setCondition(conds *[]metav1.Condition, generation int64, now time.Time, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+	if len(msg) > maxMessage {
+		msg = strings.ToValidUTF8(msg[:maxMessage-len("…")], "") + "…"
+	}
+	return meta.SetStatusCondition(conds, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		ObservedGeneration: generation,
+		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second)),
+		Reason:             reason,
+		Message:            msg,
+	})
+}

@@ -1,0 +1,79 @@
+package shelljob
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+func TestSummary(t *testing.T) {
+	cases := map[string]struct{ cmd, want string }{
+		"short":          {"echo hi", "echo hi"},
+		"blanks trimmed": {"  \n\n  ls -la  \n", "ls -la"},
+		"more lines":     {"cd /tmp\nls", "cd /tmp…"},
+		"long line":      {strings.Repeat("é", 70), strings.Repeat("é", 59) + "…"},
+		"exactly 60":     {strings.Repeat("x", 60), strings.Repeat("x", 60)},
+		"invalid utf-8":  {"echo \xff", "echo \uFFFD"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Summary(tc.cmd); got != tc.want {
+				t.Errorf("Summary(%q) = %q, want %q", tc.cmd, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetFinishedCondition(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 700_000_000, time.UTC)
+	j := utiltesting.MakeShellJob("j", "ns").Obj()
+	j.Generation = 3
+	if !SetFinishedCondition(j, now, shellv1alpha1.ShellJobFinishedReasonExited, "exit 0") {
+		t.Fatal("first set reported no change")
+	}
+	if SetFinishedCondition(j, now.Add(time.Minute), shellv1alpha1.ShellJobFinishedReasonExited, "exit 0") {
+		t.Error("same condition reported a change")
+	}
+	want := []metav1.Condition{{
+		Type: "Finished", Status: metav1.ConditionTrue, ObservedGeneration: 3,
+		LastTransitionTime: metav1.NewTime(now.Truncate(time.Second)),
+		Reason:             "Exited", Message: "exit 0",
+	}}
+	if diff := cmp.Diff(want, j.Status.Conditions); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if !IsFinished(j) {
+		t.Error("IsFinished = false")
+	}
+	SetScheduledCondition(j, now, metav1.ConditionFalse, "NoIdleWorker", strings.Repeat("m", 40000))
+	c := j.Status.Conditions[1]
+	if len(c.Message) > maxMessage {
+		t.Errorf("message of %d bytes, want at most %d", len(c.Message), maxMessage)
+	}
+	if diff := cmp.Diff(metav1.ConditionFalse, c.Status, cmpopts.EquateEmpty()); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestStopPredicates(t *testing.T) {
+	j := utiltesting.MakeShellJob("j", "ns").Obj()
+	if IsStopRequested(j) {
+		t.Error("a new job is not to stop")
+	}
+	j.Status.StopReason = shellv1alpha1.StopReasonTimeout
+	if !IsStopRequested(j) {
+		t.Error("a timed out job is to stop")
+	}
+	s := utiltesting.MakeShellJob("s", "ns").Obj()
+	s.Spec.Stop = true
+	if !IsStopRequested(s) || RequestedStopReason(s) != shellv1alpha1.StopReasonUser {
+		t.Errorf("spec.stop without a reason: requested %v, reason %q", IsStopRequested(s), RequestedStopReason(s))
+	}
+}
