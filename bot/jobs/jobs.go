@@ -39,9 +39,8 @@ const (
 	OutcomeFinished
 )
 
-// Job is one command the bot shows, from its creation until its final and
-// files are delivered.
-type Job struct {
+// Info are the fixed facts of a job.
+type Info struct {
 	// Name and UID of the ShellJob.
 	Name, UID string
 	// Owner is the admin who sent the command.
@@ -56,6 +55,12 @@ type Job struct {
 	Command string
 	// Created is when the bot took the command.
 	Created time.Time
+}
+
+// Job is one command the bot shows, from its creation until its final and
+// files are delivered.
+type Job struct {
+	Info
 
 	mu      sync.Mutex
 	number  int64
@@ -72,11 +77,8 @@ type Job struct {
 
 // New returns a queued job; onStop is called once, by the first Cancel
 // that stops it, to ask the cluster.
-func New(j Job, onStop func(shellv1alpha1.StopReason)) *Job {
-	n := &Job{Name: j.Name, UID: j.UID, Owner: j.Owner, Chat: j.Chat, CommandMsg: j.CommandMsg,
-		Guest: j.Guest, Command: j.Command, Created: j.Created, onStop: onStop,
-		changed: make(chan struct{}, 1), done: make(chan struct{})}
-	return n
+func New(i Info, onStop func(shellv1alpha1.StopReason)) *Job {
+	return &Job{Info: i, onStop: onStop, changed: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (j *Job) notify() {

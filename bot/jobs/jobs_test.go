@@ -8,7 +8,7 @@ import (
 )
 
 func mk(name string, owner, chat int64, cmd int, guest string) *Job {
-	return New(Job{Name: name, Owner: owner, Chat: chat, CommandMsg: cmd, Guest: guest, Created: time.Now()}, nil)
+	return New(Info{Name: name, Owner: owner, Chat: chat, CommandMsg: cmd, Guest: guest, Created: time.Now()}, nil)
 }
 
 func TestVisible(t *testing.T) {
@@ -48,7 +48,7 @@ func TestVisible(t *testing.T) {
 
 func TestCancelOutcomes(t *testing.T) {
 	var stops []shellv1alpha1.StopReason
-	j := New(Job{Name: "x"}, func(r shellv1alpha1.StopReason) { stops = append(stops, r) })
+	j := New(Info{Name: "x"}, func(r shellv1alpha1.StopReason) { stops = append(stops, r) })
 	if got := j.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeNotStarted {
 		t.Errorf("queued: %v", got)
 	}
@@ -58,12 +58,12 @@ func TestCancelOutcomes(t *testing.T) {
 	if _, r := j.Stopped(); r != shellv1alpha1.StopReasonUser || len(stops) != 1 {
 		t.Errorf("first stop must count: %v %v", r, stops)
 	}
-	k := New(Job{Name: "y"}, nil)
+	k := New(Info{Name: "y"}, nil)
 	k.Observe(&shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: shellv1alpha1.PhaseRunning, Number: 4}})
 	if got := k.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeStopping || k.State() != Stopping || k.Number() != 4 {
 		t.Errorf("running: %v %v", got, k.State())
 	}
-	e := New(Job{Name: "z"}, nil)
+	e := New(Info{Name: "z"}, nil)
 	e.MarkEnded()
 	if got := e.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeFinished {
 		t.Errorf("ended: %v", got)

@@ -129,6 +129,9 @@ func (p *Pacer) Heartbeat() time.Time {
 	return p.last.Add(DraftHeartbeat)
 }
 
+// Failures is the number of failed updates in a row.
+func (p *Pacer) Failures() int { return p.failures }
+
 // Done records an update attempt made now and whether it worked. A
 // success starts the failure count again.
 func (p *Pacer) Done(ok bool) {

@@ -70,8 +70,6 @@ const (
 	OnlyAdmins       = "Only the bot's admins can do that."
 	ButtonOutOfDate  = "That button is out of date."
 	NotAvailable     = "Not available here."
-	// StreamingOff is the .k answer that finds nothing while live output is off.
-	StreamingOff = "Live output is off (SHELLJOB_STREAMING=0), so no command can be stopped."
 	// NULCommand answers a command that holds a NUL byte, which no shell
 	// can be given as an argument.
 	NULCommand = "The command holds a NUL byte, which a shell cannot run."

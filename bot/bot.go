@@ -1,0 +1,247 @@
+// Package bot is the Telegram bot of shelljob: chat admins send .a CMD, the
+// command becomes a ShellJob, and its output shows live in the chat until
+// its final. The behaviour is the reference's (reference/shell_streaming.md);
+// this package holds the handlers and the pump of each job, and reaches
+// Telegram and the cluster through the narrow interfaces Telegram and
+// Cluster.
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/texts"
+)
+
+// ShutdownTimeout is how long a shutdown waits for the finals of the jobs
+// it stopped, while the bot is still connected.
+const ShutdownTimeout = 15 * time.Second
+
+// Config configures a Bot.
+type Config struct {
+	// Admins are the user ids allowed to use the bot.
+	Admins []int64
+	// Streaming is the kill switch: off means no preview, no renderer and
+	// one final reply.
+	Streaming bool
+	// Pool is the ShellPool of the shell's commands. Defaults to "shell".
+	Pool string
+	// Clock defaults to the real clock.
+	Clock clock.WithTicker
+	// Log defaults to a discarding logger.
+	Log logr.Logger
+}
+
+// Bot answers the admins' messages. Create it with New, set its names with
+// SetNames once the bot's profile is known, and feed it the updates.
+type Bot struct {
+	cfg      Config
+	tg       Telegram
+	cluster  Cluster
+	settings settings.Store
+	registry *jobs.Registry
+	admins   map[int64]bool
+
+	mu      sync.Mutex
+	names   command.Names
+	primary string
+	ctx     context.Context // the pumps' context, set by Run
+	pumps   sync.WaitGroup
+}
+
+// New returns a Bot.
+func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
+	if cfg.Pool == "" {
+		cfg.Pool = shellv1alpha1.DefaultPool
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background()}
+	for _, a := range cfg.Admins {
+		b.admins[a] = true
+	}
+	return b
+}
+
+// SetNames records the bot's usernames, read from its profile at startup:
+// the primary username ("" for none) and the active aliases.
+func (b *Bot) SetNames(primary string, aliases []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.names = nil
+	if primary != "" {
+		b.names = append(b.names, primary)
+	}
+	b.names = append(b.names, aliases...)
+	b.primary = primary
+	if b.primary == "" && len(aliases) > 0 {
+		b.primary = aliases[0]
+	}
+}
+
+func (b *Bot) nameSet() (command.Names, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.names, b.primary
+}
+
+// Registry returns the bot's job registry.
+func (b *Bot) Registry() *jobs.Registry { return b.registry }
+
+// Start sets the context of the jobs' pumps and picks up the jobs a
+// previous run left undelivered: their previews come back and their finals
+// are delivered. Cancelling ctx abandons the pumps (the disconnect).
+func (b *Bot) Start(ctx context.Context) error {
+	b.mu.Lock()
+	b.ctx = ctx
+	b.mu.Unlock()
+	return b.resume(ctx)
+}
+
+func (b *Bot) pumpCtx() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctx
+}
+
+// Shutdown stops every job with reason Shutdown and waits up to
+// ShutdownTimeout for their finals. Jobs that arrive meanwhile are stopped
+// before they run. It returns how many were not delivered in time.
+func (b *Bot) Shutdown() int {
+	left := b.registry.StopAll(shellv1alpha1.StopReasonShutdown, b.cfg.Clock.After(ShutdownTimeout))
+	if left > 0 {
+		b.cfg.Log.Info("Jobs not delivered before the shutdown timeout", "jobs", left)
+	}
+	return left
+}
+
+// Wait waits for every pump to return.
+func (b *Bot) Wait() { b.pumps.Wait() }
+
+// Commands is the bot's command menu, set at startup.
+var Commands = []struct{ Command, Description string }{
+	{"help", "The shell's commands"},
+	{"settings", "Live output and final settings"},
+}
+
+// Message is a chat message the bot received.
+type Message struct {
+	Chat Chat
+	ID   int
+	From int64
+	Text string
+	// Forwarded messages are never commands.
+	Forwarded bool
+	// ReplyTo is the message this one really replies to (in a topic, not
+	// the topic's own header), 0 for none.
+	ReplyTo int
+}
+
+// Callback is a press of an inline button.
+type Callback struct {
+	QueryID int64
+	From    int64
+	Chat    Chat
+	MsgID   int
+	Data    string
+}
+
+// GuestQuery is a message that mentions the bot in a guest chat.
+type GuestQuery struct {
+	QueryID int64
+	From    int64
+	Text    string
+	// Chat is the guest chat, Private whether it is a private chat (for
+	// the edit pace).
+	Chat    int64
+	Private bool
+}
+
+func (b *Bot) isAdmin(u int64) bool { return b.admins[u] }
+
+// HandleMessage answers a chat message. Errors are those of Telegram.
+func (b *Bot) HandleMessage(ctx context.Context, m Message) error {
+	if m.Forwarded || !b.isAdmin(m.From) {
+		return nil
+	}
+	names, _ := b.nameSet()
+	c := command.Parse(m.Text, names)
+	switch c.Kind {
+	case command.None:
+		return nil
+	case command.A:
+		return b.startChatJob(ctx, m, c.Arg, shellv1alpha1.ModeFork)
+	case command.AF:
+		return b.startChatJob(ctx, m, c.Arg, shellv1alpha1.ModeStateful)
+	case command.AA:
+		return b.startChatJob(ctx, m, c.Arg, shellv1alpha1.ModeDirect)
+	case command.K:
+		return b.reply(ctx, m, b.killText(m, c.Arg, ".k"))
+	case command.X, command.XF, command.SBB:
+		return b.restartPool(ctx, m)
+	case command.Help:
+		return b.reply(ctx, m, b.helpText())
+	case command.Settings:
+		return b.settingsCommand(ctx, m, c.Arg)
+	default:
+		panic(fmt.Sprintf("bot: unknown command kind %d", c.Kind))
+	}
+}
+
+func (b *Bot) reply(ctx context.Context, m Message, text string) error {
+	_, err := b.tg.SendText(ctx, m.Chat, m.ID, text, false, nil)
+	return err
+}
+
+func (b *Bot) helpText() string {
+	_, primary := b.nameSet()
+	return fmt.Sprintf(`Shell commands (admins only):
+.a CMD runs CMD in a shell of the pool
+.af CMD runs CMD in the pool's stateful shell, which keeps cd and variables
+.aa CMD runs CMD at once, even when every shell is busy
+.k stops a command: as a reply, alone, .k N, .k all; .k ls lists them
+.x, .xf, .sbb restart the shell pool
+/settings shows how live output looks
+Each also works as @%[1]s CMD; in a guest chat, @%[1]s .a CMD and @%[1]s .k.`, primary)
+}
+
+// HandleCallback answers a button press.
+func (b *Bot) HandleCallback(ctx context.Context, cb Callback) error {
+	switch {
+	case strings.HasPrefix(cb.Data, "shk:"):
+		return b.tg.AnswerCallback(ctx, cb.QueryID, b.stopPress(cb))
+	case strings.HasPrefix(cb.Data, settings.DataPrefix):
+		return b.settingsPress(ctx, cb)
+	default:
+		return b.tg.AnswerCallback(ctx, cb.QueryID, texts.ButtonOutOfDate)
+	}
+}
+
+// HandleDraftStop stops the job whose draft in user's private chat the
+// user stopped.
+func (b *Bot) HandleDraftStop(_ context.Context, user, randomID int64) {
+	if !b.isAdmin(user) {
+		return
+	}
+	if j := b.registry.ByDraft(user, randomID); j != nil {
+		j.Cancel(shellv1alpha1.StopReasonUser)
+	}
+}
+
+// errNoNumber is returned while a job has no #N yet.
+var errNoNumber = errors.New("job has no number yet")

@@ -1,0 +1,213 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/bot/texts"
+)
+
+// stopText stops j as .k does and says what it did.
+func stopText(j *jobs.Job) string {
+	n := j.Number()
+	switch out := j.Cancel(shellv1alpha1.StopReasonUser); out {
+	case jobs.OutcomeStopping, jobs.OutcomeNotStarted:
+		return texts.Stopping(n)
+	case jobs.OutcomeAlreadyStopping:
+		return texts.AlreadyStopping(n)
+	case jobs.OutcomeFinished:
+		return texts.AlreadyEnded(n)
+	default:
+		panic(fmt.Sprintf("bot: unknown outcome %d", out))
+	}
+}
+
+// killText runs a .k: m is the message (its ReplyTo counts in a chat),
+// guest the guest chat's key for @bot .k there, kill the command's name in
+// the lists and the usage line.
+func (b *Bot) killText(m Message, arg, kill string) string {
+	return b.kill(m.Chat.ID, m.From, "", m.ReplyTo, arg, kill)
+}
+
+func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill string) string {
+	running := jobs.Unfinished(b.registry.Visible(chat, caller, guest))
+	form, n := command.ParseKill(arg)
+	if replyTo != 0 && form == command.KillAlone && guest == "" {
+		j := b.registry.Find(chat, replyTo)
+		if j == nil || j.State() == jobs.Ended {
+			return texts.NoRunningInReply
+		}
+		return stopText(j)
+	}
+	switch form {
+	case command.KillAlone:
+		switch len(running) {
+		case 0:
+			return texts.NoRunning
+		case 1:
+			return stopText(running[0])
+		default:
+			return texts.SeveralRunning(kill) + "\n" + b.listLines(running)
+		}
+	case command.KillNumber:
+		for _, j := range running {
+			if j.Number() == n {
+				return stopText(j)
+			}
+		}
+		return texts.NoSuchJob(n)
+	case command.KillAll:
+		if len(running) == 0 {
+			return texts.NoRunning
+		}
+		var lines []string
+		for _, j := range running {
+			lines = append(lines, stopText(j))
+		}
+		return strings.Join(lines, "\n")
+	case command.KillList:
+		if len(running) == 0 {
+			return texts.NoRunning
+		}
+		return b.listLines(running)
+	case command.KillUsage:
+		return texts.KillUsage(kill)
+	default:
+		panic(fmt.Sprintf("bot: unknown kill form %d", form))
+	}
+}
+
+// listLines lists jobs, a line each: id, age, "waiting" or "stopping",
+// "guest", and the command's first 60 characters on one line.
+func (b *Bot) listLines(js []*jobs.Job) string {
+	now := b.cfg.Clock.Now()
+	var lines []string
+	for _, j := range js {
+		parts := []string{fmt.Sprintf("#%d", j.Number()), age(now.Sub(j.Created).Seconds())}
+		switch j.State() {
+		case jobs.Queued:
+			parts = append(parts, "waiting")
+		case jobs.Stopping:
+			parts = append(parts, "stopping")
+		case jobs.Running, jobs.Ended:
+		}
+		if j.Guest != "" {
+			parts = append(parts, "guest")
+		}
+		parts = append(parts, summary(j.Command))
+		lines = append(lines, strings.Join(parts, " · "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func age(s float64) string {
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", int(s))
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(s)/3600, int(s)%3600/60)
+	}
+}
+
+// summary is the first 60 characters of cmd, on one line.
+func summary(cmd string) string {
+	one := strings.Join(strings.Fields(cmd), " ")
+	if utf8.RuneCountInString(one) <= 60 {
+		return one
+	}
+	r := []rune(one)
+	return string(r[:60]) + "…"
+}
+
+// stopPress answers a Stop button: the toast text.
+func (b *Bot) stopPress(cb Callback) string {
+	if !b.isAdmin(cb.From) {
+		return texts.OnlyAdmins
+	}
+	id := strings.TrimPrefix(cb.Data, "shk:")
+	if id == "" || strings.TrimFunc(id, func(r rune) bool { return r >= '0' && r <= '9' }) != "" {
+		return texts.ButtonOutOfDate
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return texts.ButtonOutOfDate
+	}
+	j := b.registry.ByNumber(n)
+	if j == nil {
+		return texts.AlreadyEnded(n)
+	}
+	if p, _ := j.Preview(); j.Chat != cb.Chat.ID || p != cb.MsgID {
+		return texts.AlreadyEnded(n)
+	}
+	return stopText(j)
+}
+
+// restartPool answers .x, .xf and .sbb: it restarts the shell pool and
+// counts the jobs left on old pools, split by who can stop them.
+func (b *Bot) restartPool(ctx context.Context, m Message) error {
+	if err := b.cluster.RestartPool(ctx, b.cfg.Pool); err != nil {
+		return b.reply(ctx, m, fmt.Sprintf("Could not restart the shell pool: %v", err))
+	}
+	all, err := b.cluster.List(ctx)
+	if err != nil {
+		return b.reply(ctx, m, texts.PoolRestarted)
+	}
+	visible := map[string]bool{}
+	for _, j := range b.registry.Visible(m.Chat.ID, m.From, "") {
+		visible[j.Name] = true
+	}
+	_, primary := b.nameSet()
+	var here, other, guest, others int
+	caller := strconv.FormatInt(m.From, 10)
+	for i := range all {
+		sj := &all[i]
+		if sj.Spec.Pool != b.cfg.Pool || sj.Status.Revision == "" || phaseFinished(sj.Status.Phase) {
+			continue
+		}
+		own := sj.Spec.Origin.User == caller
+		isGuest := sj.Spec.Origin.GuestQuery != ""
+		switch {
+		case visible[sj.Name]:
+			here++
+		case isGuest && own:
+			guest++
+		case isGuest, sj.Spec.Origin.Chat > 0 && !own:
+			others++
+		default:
+			other++
+		}
+	}
+	lines := []string{texts.PoolRestarted}
+	if here > 0 {
+		lines = append(lines, texts.OldPoolHere(here))
+	}
+	if other > 0 {
+		lines = append(lines, texts.OldPoolOtherChat(other))
+	}
+	if guest > 0 {
+		lines = append(lines, texts.OldPoolGuest(guest, primary))
+	}
+	if others > 0 {
+		lines = append(lines, texts.OldPoolOtherAdmin(others))
+	}
+	return b.reply(ctx, m, strings.Join(lines, "\n"))
+}
+
+func phaseFinished(p shellv1alpha1.ShellJobPhase) bool {
+	switch p {
+	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+		return true
+	case "", shellv1alpha1.PhaseQueued, shellv1alpha1.PhaseRunning, shellv1alpha1.PhaseStopping:
+		return false
+	default:
+		panic("bot: unknown phase " + string(p))
+	}
+}

@@ -1,0 +1,696 @@
+package bot
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/bot/outbuf"
+	"shelljob.dev/shelljob/bot/pace"
+	"shelljob.dev/shelljob/bot/preview"
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/texts"
+)
+
+// FollowRetry is the wait before following a job's output again after the
+// stream broke; the follow resumes from the byte it reached.
+const FollowRetry = time.Second
+
+// previewKind is how a job's preview shows.
+type previewKind int
+
+const (
+	noPreview previewKind = iota
+	editPreview
+	draftPreview
+	guestPreview
+)
+
+// run is one job's pump: it follows the job and its output, shows the
+// preview, and delivers the final and the files.
+type run struct {
+	b     *Bot
+	job   *jobs.Job
+	prefs settings.Prefs
+	note  previewNote
+	// cmdMsg is the command message (chat jobs).
+	cmdMsg int
+	// files go into the job's directory before it runs (spec.hold).
+	files []File
+	buf   *outbuf.Buffer
+
+	mu    sync.Mutex
+	obj   *shellv1alpha1.ShellJob
+	objCh chan struct{} // closed at the next change of obj
+
+	kind   previewKind
+	failed bool // the preview could not be opened
+	pacer  *pace.Pacer
+	last   string
+}
+
+func (r *run) latest() *shellv1alpha1.ShellJob {
+	obj, _ := r.watchObj()
+	return obj
+}
+
+// watchObj returns the latest job and a channel closed at its next change.
+func (r *run) watchObj() (*shellv1alpha1.ShellJob, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.objCh == nil {
+		r.objCh = make(chan struct{})
+	}
+	return r.obj, r.objCh
+}
+
+func (r *run) setObj(obj *shellv1alpha1.ShellJob) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.obj = obj
+	if r.objCh != nil {
+		close(r.objCh)
+	}
+	r.objCh = make(chan struct{})
+}
+
+func (r *run) render() bool { return r.b.cfg.Streaming && r.prefs.Render }
+
+// startChatJob answers .a, .af and .aa in a chat.
+func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shellv1alpha1.ShellJobMode) error {
+	if strings.ContainsRune(cmd, 0) {
+		return b.reply(ctx, m, texts.NULCommand)
+	}
+	var files []File
+	if m.ReplyTo != 0 {
+		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo)
+		if err != nil {
+			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
+		}
+		files = fs
+	}
+	note := previewNote{Chat: m.Chat}
+	spec := shellv1alpha1.ShellJobSpec{
+		Command: cmd,
+		Mode:    mode,
+		Pool:    b.cfg.Pool,
+		Origin: shellv1alpha1.ShellJobOrigin{
+			Source:  shellv1alpha1.OriginTelegram,
+			User:    strconv.FormatInt(m.From, 10),
+			Chat:    m.Chat.ID,
+			Topic:   int64(m.Chat.Topic),
+			Message: int64(m.ID),
+		},
+		Hold: len(files) > 0,
+	}
+	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if err != nil {
+		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
+	}
+	j := b.newJob(sj, jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID, Command: cmd})
+	r := &run{b: b, job: j, prefs: b.prefs(ctx, m.From), note: note, cmdMsg: m.ID, files: files}
+	b.launch(r)
+	return nil
+}
+
+// newJob registers the job of sj.
+func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
+	j.Name, j.UID = sj.Name, string(sj.UID)
+	j.Created = b.cfg.Clock.Now()
+	if !sj.CreationTimestamp.IsZero() && sj.CreationTimestamp.Time.Before(j.Created) {
+		j.Created = sj.CreationTimestamp.Time
+	}
+	name := sj.Name
+	job := jobs.New(j, func(reason shellv1alpha1.StopReason) {
+		if err := b.cluster.Stop(b.pumpCtx(), name, reason); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a job", "job", name)
+		}
+	})
+	job.Observe(sj)
+	return job
+}
+
+// launch registers r's job and starts its pump.
+func (b *Bot) launch(r *run) {
+	r.buf = outbuf.New()
+	b.pumps.Add(1)
+	b.registry.Register(r.job)
+	go func() {
+		defer b.pumps.Done()
+		r.pump(b.pumpCtx())
+	}()
+}
+
+// HandleGuestQuery answers @bot .a and @bot .k from a guest chat.
+func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
+	names, primary := b.nameSet()
+	c := command.ParseGuest(q.Text, names)
+	if c.Kind == command.None {
+		return nil
+	}
+	if !b.isAdmin(q.From) {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NotAvailable)
+		return err
+	}
+	key := "g" + strconv.FormatInt(q.Chat, 10)
+	if c.Kind == command.K {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, b.kill(0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
+		return err
+	}
+	if strings.ContainsRune(c.Arg, 0) {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NULCommand)
+		return err
+	}
+	gm, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.GuestRunning)
+	if err != nil {
+		return err
+	}
+	note := previewNote{Guest: &gm, GuestChat: key, GroupPace: !q.Private}
+	spec := shellv1alpha1.ShellJobSpec{
+		Command: c.Arg,
+		Mode:    shellv1alpha1.ModeFork,
+		Pool:    b.cfg.Pool,
+		Origin: shellv1alpha1.ShellJobOrigin{
+			Source:     shellv1alpha1.OriginTelegram,
+			User:       strconv.FormatInt(q.From, 10),
+			GuestQuery: strconv.FormatInt(q.QueryID, 10),
+		},
+	}
+	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if err != nil {
+		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
+	}
+	j := b.newJob(sj, jobs.Info{Owner: q.From, Guest: key, Command: c.Arg})
+	b.launch(&run{b: b, job: j, prefs: b.prefs(ctx, q.From), note: note, kind: guestPreview})
+	return nil
+}
+
+// resume picks up the jobs a previous run of the bot left undelivered.
+func (b *Bot) resume(ctx context.Context) error {
+	all, err := b.cluster.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	for i := range all {
+		sj := &all[i]
+		if _, done := sj.Annotations[shellv1alpha1.AnnotationDelivered]; done {
+			continue
+		}
+		var note previewNote
+		if err := json.Unmarshal([]byte(sj.Annotations[shellv1alpha1.AnnotationPreview]), &note); err != nil {
+			b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
+			continue
+		}
+		owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
+		r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
+		j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat}
+		switch {
+		case note.Guest != nil:
+			r.kind = guestPreview
+			j.Chat = 0
+		case note.Msg != 0:
+			r.kind = editPreview
+		case note.Draft != 0:
+			r.kind = draftPreview
+		}
+		r.job = b.newJob(sj, j)
+		r.job.SetPreview(note.Msg, note.Draft)
+		b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
+		b.launch(r)
+	}
+	return nil
+}
+
+// pump runs the job to its delivery.
+func (r *run) pump(ctx context.Context) {
+	b := r.b
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		var once sync.Once
+		err := b.cluster.Watch(ctx, r.job.Name, func(obj *shellv1alpha1.ShellJob) {
+			r.setObj(obj)
+			r.job.Observe(obj)
+			if phaseFinished(obj.Status.Phase) {
+				once.Do(func() { close(ended) })
+			}
+		})
+		if err == nil {
+			once.Do(func() { close(ended) })
+		}
+	}()
+	followed := make(chan struct{})
+	go r.follow(ctx, followed)
+	if len(r.files) > 0 {
+		go r.putFiles(ctx)
+	}
+	// The job is over once its phase is final and its output is read.
+	over := make(chan struct{})
+	go func() {
+		for _, c := range []<-chan struct{}{ended, followed} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(over)
+	}()
+
+	previewAt := r.job.Created.Add(pace.PreviewDelay)
+	dirty := true
+	for {
+		wait := time.Hour
+		now := b.cfg.Clock.Now()
+		switch {
+		case !b.cfg.Streaming || r.failed:
+		case r.pacer == nil:
+			if r.job.Number() != 0 {
+				wait = previewAt.Sub(now)
+			}
+		default:
+			if dirty {
+				wait = r.pacer.Next().Sub(now)
+			}
+			if hb := r.pacer.Heartbeat(); !hb.IsZero() {
+				wait = min(wait, hb.Sub(now))
+			}
+		}
+		timer := b.cfg.Clock.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-over:
+			timer.Stop()
+			r.deliver(ctx)
+			return
+		case <-r.job.Changed():
+			dirty = true
+		case <-r.buf.Changed():
+			dirty = true
+		case <-timer.C():
+		}
+		timer.Stop()
+		if r.tick(ctx) {
+			dirty = false
+		}
+	}
+}
+
+// tick opens or updates the preview when its time has come. It reports
+// whether the preview shows the latest output.
+func (r *run) tick(ctx context.Context) bool {
+	b := r.b
+	if !b.cfg.Streaming || r.failed {
+		return true
+	}
+	now := b.cfg.Clock.Now()
+	if now.Before(r.job.Created.Add(pace.PreviewDelay)) || r.job.Number() == 0 {
+		return false
+	}
+	if r.pacer == nil {
+		r.open(ctx)
+		return r.pacer != nil && r.pacer.Failures() == 0
+	}
+	text := r.previewText()
+	beat := !r.pacer.Heartbeat().IsZero() && !now.Before(r.pacer.Heartbeat())
+	if text == r.last && !beat {
+		return true
+	}
+	if now.Before(r.pacer.Next()) && !beat {
+		return false
+	}
+	return r.update(ctx, text)
+}
+
+func (r *run) previewText() string {
+	var s preview.State
+	switch r.job.State() {
+	case jobs.Queued:
+		s = preview.Queued
+	case jobs.Stopping:
+		s = preview.Stopping
+	case jobs.Running, jobs.Ended:
+		s = preview.Running
+	}
+	hint := ""
+	if r.kind == guestPreview {
+		_, primary := r.b.nameSet()
+		hint = fmt.Sprintf(texts.GuestStopHintFormat, primary)
+	}
+	return preview.Compose(preview.Header(r.job.Number(), s, hint), r.buf.TailText(preview.PreviewUnits, r.render()))
+}
+
+func (r *run) stopButtons() [][]Button {
+	return [][]Button{{{Text: texts.StopButton, Data: "shk:" + strconv.FormatInt(r.job.Number(), 10)}}}
+}
+
+// open shows the preview for the first time, or takes over the one a
+// previous run of the bot left.
+func (r *run) open(ctx context.Context) {
+	b := r.b
+	start := r.job.Created
+	text := r.previewText()
+	chat := r.note.Chat
+	switch r.kind {
+	case guestPreview:
+		k := pace.PrivateEdits
+		if r.note.GroupPace {
+			k = pace.GroupEdits
+		}
+		r.pacer = pace.New(b.cfg.Clock, k, start)
+		r.update(ctx, text)
+		return
+	case editPreview:
+		r.pacer = pace.New(b.cfg.Clock, r.editKind(), start)
+		r.update(ctx, text)
+		return
+	case draftPreview:
+		r.pacer = pace.New(b.cfg.Clock, pace.Draft, start)
+		r.update(ctx, text)
+		return
+	case noPreview:
+	}
+	mode := r.prefs.StreamGroups
+	if chat.Private() {
+		mode = r.prefs.StreamPrivate
+	}
+	if mode == settings.Drafts {
+		id := rand.Int64N(1<<62) + 1
+		if err := b.tg.Draft(ctx, chat, id, text); err == nil {
+			r.kind = draftPreview
+			r.job.SetPreview(0, id)
+			r.note.Draft = id
+			r.pacer = pace.New(b.cfg.Clock, pace.Draft, start)
+			r.pacer.Done(true)
+			r.last = text
+			r.annotatePreview(ctx)
+			return
+		} else {
+			b.cfg.Log.V(1).Info("Draft refused; using an edited message", "job", r.job.Name, "error", err.Error())
+		}
+	}
+	id, err := b.tg.SendText(ctx, chat, r.cmdMsg, text, true, r.stopButtons())
+	if err != nil {
+		b.cfg.Log.Error(err, "Could not send a preview; the final goes out as if there were none", "job", r.job.Name)
+		r.failed = true
+		return
+	}
+	r.kind = editPreview
+	r.job.SetPreview(id, 0)
+	r.note.Msg = id
+	r.pacer = pace.New(b.cfg.Clock, r.editKind(), start)
+	r.pacer.Done(true)
+	r.last = text
+	r.annotatePreview(ctx)
+}
+
+func (r *run) editKind() pace.Kind {
+	if r.note.Chat.Private() {
+		return pace.PrivateEdits
+	}
+	return pace.GroupEdits
+}
+
+func (r *run) annotatePreview(ctx context.Context) {
+	if err := r.b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationPreview, r.note.encode()); err != nil {
+		r.b.cfg.Log.Error(err, "Could not record the preview", "job", r.job.Name)
+	}
+}
+
+// update sends text to the preview and reports whether it worked.
+func (r *run) update(ctx context.Context, text string) bool {
+	var err error
+	switch r.kind {
+	case editPreview:
+		err = r.b.tg.EditText(ctx, r.note.Chat, r.note.Msg, text, r.stopButtons())
+	case draftPreview:
+		err = r.b.tg.Draft(ctx, r.note.Chat, r.note.Draft, text)
+	case guestPreview:
+		err = r.b.tg.EditGuest(ctx, *r.note.Guest, text)
+	case noPreview:
+		return true
+	}
+	r.pacer.Done(err == nil)
+	if err != nil {
+		r.b.cfg.Log.V(1).Info("Preview update failed", "job", r.job.Name, "error", err.Error())
+		return false
+	}
+	r.last = text
+	return true
+}
+
+// follow copies the job's output into the buffer once it runs, resuming
+// after a broken stream, and closes followed when the output is closed or
+// the job ended without running.
+func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
+	defer close(followed)
+	for {
+		obj, next := r.watchObj()
+		if obj != nil && obj.Status.Ran && obj.Status.Pod != "" {
+			break
+		}
+		if obj != nil && phaseFinished(obj.Status.Phase) {
+			return
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+	obj := r.latest()
+	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	for {
+		_, err := r.b.cluster.Follow(ctx, pod, r.job.UID, r.buf.Len(), r.buf)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.b.cfg.Log.V(1).Info("Output stream broke; following again", "job", r.job.Name, "error", err.Error())
+		select {
+		case <-r.b.cfg.Clock.After(FollowRetry):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// putFiles puts the replied-to message's files into the held job's
+// directory once it has a pod, then lets it start.
+func (r *run) putFiles(ctx context.Context) {
+	b := r.b
+	var pod string
+	for {
+		obj, next := r.watchObj()
+		if obj != nil {
+			if phaseFinished(obj.Status.Phase) {
+				return
+			}
+			pod = obj.Status.Pod
+		}
+		if pod != "" {
+			break
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range r.files {
+		_ = tw.WriteHeader(&tar.Header{Name: path.Base(f.Name), Mode: 0o644, Size: int64(len(f.Data))})
+		_, _ = tw.Write(f.Data)
+	}
+	_ = tw.Close()
+	ns := r.latest().Namespace
+	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, &buf); err != nil {
+		b.cfg.Log.Error(err, "Could not put the input files", "job", r.job.Name)
+	}
+	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
+		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
+	}
+}
+
+// outcome is how the job ended, for its final.
+func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
+	obj := r.latest()
+	code = -1
+	if obj == nil {
+		return code, false, preview.NotStopped
+	}
+	if obj.Status.ExitCode != nil {
+		code = int(*obj.Status.ExitCode)
+	}
+	ran = obj.Status.Ran
+	if obj.Spec.Stop && obj.Status.Phase == shellv1alpha1.PhaseStopped {
+		stop = preview.StoppedByUser
+		if obj.Spec.StopReason == shellv1alpha1.StopReasonShutdown {
+			stop = preview.StoppedByShutdown
+		}
+	}
+	if !ran && stop == preview.NotStopped {
+		ran = true // a start that failed: show what it wrote and its code
+	}
+	return code, ran, stop
+}
+
+// deliver sends the final and the files, then marks the job delivered.
+func (r *run) deliver(ctx context.Context) {
+	b := r.b
+	r.job.MarkEnded()
+	code, ran, stop := r.outcome()
+	output := ""
+	if ran {
+		output = r.buf.FinalText(r.render())
+	}
+	if r.kind == guestPreview {
+		if err := b.tg.EditGuest(ctx, *r.note.Guest, preview.Guest(output, code, ran, stop)); err != nil {
+			b.cfg.Log.Error(err, "Could not send a guest final", "job", r.job.Name)
+		}
+	} else {
+		final := preview.Final(output, code, ran, stop)
+		r.sendFinal(ctx, final)
+		if ran {
+			r.sendFiles(ctx)
+		}
+	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationDelivered, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not mark a job delivered", "job", r.job.Name)
+	}
+	b.registry.Finish(r.job)
+}
+
+// sendPlain sends a final as before live output: a reply to the command,
+// as text, or as the .txt file from preview.FileChars characters on.
+// sync, when set, is called with the text before a text reply.
+func (r *run) sendPlain(ctx context.Context, final string, sync func(string)) (int, error) {
+	chat := r.note.Chat
+	if preview.IsLong(final) {
+		return r.b.tg.SendFile(ctx, chat, r.cmdMsg, File{Name: texts.OutputFileName, Data: []byte(final)})
+	}
+	if sync != nil {
+		sync(final)
+	}
+	return r.b.tg.SendText(ctx, chat, r.cmdMsg, final, false, nil)
+}
+
+// sendFinal delivers a chat job's final, by the caller's final mode.
+func (r *run) sendFinal(ctx context.Context, final string) {
+	b := r.b
+	chat := r.note.Chat
+	logErr := func(err error, what string) {
+		if err != nil {
+			b.cfg.Log.Error(err, what, "job", r.job.Name)
+		}
+	}
+	syncDraft := func(text string) {
+		logErr(b.tg.Draft(ctx, chat, r.note.Draft, text), "Could not send the sync draft")
+	}
+	switch {
+	case r.kind == noPreview:
+		_, err := r.sendPlain(ctx, final, nil)
+		logErr(err, "Could not send a final")
+	case r.prefs.Final == settings.NewReply && r.kind == draftPreview:
+		_, err := r.sendPlain(ctx, final, syncDraft)
+		logErr(err, "Could not send a final")
+	case r.prefs.Final == settings.NewReply:
+		_, err := r.sendPlain(ctx, final, nil)
+		logErr(err, "Could not send a final")
+		if err := b.tg.Delete(ctx, chat, r.note.Msg); err != nil {
+			logErr(b.tg.EditText(ctx, chat, r.note.Msg, texts.FinishedBelow, nil), "Could not remove a preview")
+		}
+	case r.kind == draftPreview:
+		text := final
+		if preview.IsLong(final) {
+			text = preview.LongHead(final)
+		}
+		syncDraft(text)
+		id, err := b.tg.SendText(ctx, chat, r.cmdMsg, text, false, nil)
+		logErr(err, "Could not send a final")
+		if err == nil && preview.IsLong(final) {
+			_, err := b.tg.SendFile(ctx, chat, id, File{Name: texts.OutputFileName, Data: []byte(final)})
+			logErr(err, "Could not send the output file")
+		}
+	default: // an edited preview becomes the final
+		text := final
+		if preview.IsLong(final) {
+			text = preview.LongHead(final)
+		}
+		if err := b.tg.EditText(ctx, chat, r.note.Msg, text, nil); err != nil {
+			b.cfg.Log.V(1).Info("Could not edit the preview into the final; sending it anew", "job", r.job.Name, "error", err.Error())
+			_, err := r.sendPlain(ctx, final, nil)
+			logErr(err, "Could not send a final")
+			logErr(b.tg.Delete(ctx, chat, r.note.Msg), "Could not delete a preview")
+			return
+		}
+		if preview.IsLong(final) {
+			_, err := b.tg.SendFile(ctx, chat, r.note.Msg, File{Name: texts.OutputFileName, Data: []byte(final)})
+			logErr(err, "Could not send the output file")
+		}
+	}
+}
+
+// photoExts are the pictures sent as photos; other files go as documents.
+var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".webp": true}
+
+// sendFiles uploads the files the command left in $SHELLJOB_OUT.
+func (r *run) sendFiles(ctx context.Context) {
+	b := r.b
+	obj := r.latest()
+	if obj == nil || obj.Status.Pod == "" {
+		return
+	}
+	var buf bytes.Buffer
+	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	if err := b.cluster.GetFiles(ctx, pod, r.job.UID, &buf); err != nil {
+		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+		return
+	}
+	inputs := map[string]bool{}
+	for _, f := range r.files {
+		inputs[path.Base(f.Name)] = true
+	}
+	tr := tar.NewReader(&buf)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
+			return
+		}
+		if h.Typeflag != tar.TypeReg || inputs[path.Base(h.Name)] {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
+			return
+		}
+		name := path.Base(h.Name)
+		f := File{Name: name, Data: data, Photo: photoExts[strings.ToLower(path.Ext(name))]}
+		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
+			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
+		}
+	}
+}

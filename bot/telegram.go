@@ -1,0 +1,98 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// PeerKind is the MTProto kind of a chat.
+type PeerKind string
+
+const (
+	PeerUser    PeerKind = "user"
+	PeerChat    PeerKind = "chat"
+	PeerChannel PeerKind = "channel"
+)
+
+// Chat is where a message is: enough to reach it again, also after a
+// restart (it is kept in the preview annotation).
+type Chat struct {
+	// ID is the Bot API chat id: the user id, -chat id or -100… channel id.
+	ID int64 `json:"id"`
+	// Kind and PeerID, AccessHash name the MTProto peer.
+	Kind       PeerKind `json:"kind"`
+	PeerID     int64    `json:"peer"`
+	AccessHash int64    `json:"hash,omitempty"`
+	// Topic is the forum topic (its top message id), 0 for none.
+	Topic int `json:"topic,omitempty"`
+}
+
+// Private tells whether the chat is a private chat with the bot.
+func (c Chat) Private() bool { return c.Kind == PeerUser }
+
+// Button is an inline button with callback data.
+type Button struct {
+	Text string
+	Data string
+}
+
+// File is a file to send, or one a message holds.
+type File struct {
+	Name string
+	Data []byte
+	// Photo sends a picture as a photo rather than as a document.
+	Photo bool
+}
+
+// GuestMessage is a guest answer: Telegram's inline message id, encoded.
+type GuestMessage struct {
+	DC         int   `json:"dc"`
+	OwnerID    int64 `json:"owner,omitempty"`
+	ID         int64 `json:"id"`
+	AccessHash int64 `json:"hash"`
+	// Legacy is an inputBotInlineMessageID (no owner id).
+	Legacy bool `json:"legacy,omitempty"`
+}
+
+// Telegram is what the bot does in Telegram. All texts are plain text with
+// no link preview.
+type Telegram interface {
+	// SendText sends text to chat as a reply to replyTo (0: none), silently
+	// when silent, with buttons (nil: none), and returns its id.
+	SendText(ctx context.Context, chat Chat, replyTo int, text string, silent bool, buttons [][]Button) (int, error)
+	// EditText edits message id; nil buttons removes the old ones.
+	EditText(ctx context.Context, chat Chat, id int, text string, buttons [][]Button) error
+	// Delete deletes message id for everyone.
+	Delete(ctx context.Context, chat Chat, id int) error
+	// Draft shows or updates draft randomID with text in a private chat,
+	// with a Stop button.
+	Draft(ctx context.Context, chat Chat, randomID int64, text string) error
+	// SendFile sends f as a reply to replyTo and returns its id.
+	SendFile(ctx context.Context, chat Chat, replyTo int, f File) (int, error)
+	// MessageFiles returns the files that message id of chat holds.
+	MessageFiles(ctx context.Context, chat Chat, id int) ([]File, error)
+	// AnswerCallback answers a button press with a toast.
+	AnswerCallback(ctx context.Context, queryID int64, text string) error
+	// GuestAnswer answers a guest chat query with text.
+	GuestAnswer(ctx context.Context, queryID int64, text string) (GuestMessage, error)
+	// EditGuest edits a guest answer, on the DC that holds it.
+	EditGuest(ctx context.Context, m GuestMessage, text string) error
+}
+
+// previewNote is the AnnotationPreview of a job: where its preview is, so
+// that a restarted bot can continue it.
+type previewNote struct {
+	Chat Chat `json:"chat"`
+	// Msg is the edited preview's id, Draft a draft's random id.
+	Msg   int   `json:"msg,omitempty"`
+	Draft int64 `json:"draft,omitempty"`
+	// Guest is the guest answer, with GuestChat the guest chat's key.
+	Guest     *GuestMessage `json:"guest,omitempty"`
+	GuestChat string        `json:"guestChat,omitempty"`
+	GroupPace bool          `json:"groupPace,omitempty"`
+}
+
+func (n previewNote) encode() string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
