@@ -1,0 +1,78 @@
+package faketg
+
+import (
+	"strings"
+
+	"github.com/gotd/td/bin"
+	"github.com/gotd/td/tgerr"
+)
+
+type fault struct {
+	left  int // <0: unlimited
+	err   *tgerr.Error
+	match func(bin.Object) bool
+}
+
+// RPCError makes the RPC error Telegram would send for an error type such
+// as "FLOOD_WAIT_3" (420), "MESSAGE_ID_INVALID" (400) or
+// "AUTH_KEY_UNREGISTERED" (401).
+func RPCError(typ string) *tgerr.Error {
+	code := 400
+	switch {
+	case strings.HasPrefix(typ, "FLOOD_WAIT_"), strings.HasPrefix(typ, "FLOOD_PREMIUM_WAIT_"), strings.HasPrefix(typ, "SLOWMODE_WAIT_"):
+		code = 420
+	case strings.HasPrefix(typ, "AUTH_KEY_"), typ == "SESSION_REVOKED", typ == "SESSION_EXPIRED":
+		code = 401
+	case strings.HasSuffix(typ, "_FORBIDDEN"), typ == "MESSAGE_AUTHOR_REQUIRED":
+		code = 403
+	case typ == "INTERNAL", strings.HasSuffix(typ, "_INTERNAL"):
+		code = 500
+	}
+	return tgerr.New(code, typ)
+}
+
+// FailNext makes the next n calls of a method (a request TypeID such as
+// tg.MessagesEditMessageRequestTypeID) fail with err. The failed calls are
+// in the log with Event.Err set. Faults of one method queue up in order.
+func (s *Server) FailNext(method uint32, n int, err *tgerr.Error) {
+	s.FailWhen(method, n, err, nil)
+}
+
+// FailWhen makes the next n calls of a method for which match returns true
+// fail with err; n < 0 means every such call, for good. match gets the
+// decoded request (e.g. *tg.MessagesEditMessageRequest); nil matches all.
+func (s *Server) FailWhen(method uint32, n int, err *tgerr.Error, match func(bin.Object) bool) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[method] = append(s.faults[method], fault{left: n, err: err, match: match})
+}
+
+// ClearFaults removes every pending fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = map[uint32][]fault{}
+}
+
+// takeFaultLocked consumes the first fault of method that matches req.
+func (s *Server) takeFaultLocked(method uint32, req bin.Object) *tgerr.Error {
+	fs := s.faults[method]
+	for i := range fs {
+		f := &fs[i]
+		if f.match != nil && !f.match(req) {
+			continue
+		}
+		err := f.err
+		if f.left > 0 {
+			f.left--
+			if f.left == 0 {
+				s.faults[method] = append(fs[:i:i], fs[i+1:]...)
+			}
+		}
+		return err
+	}
+	return nil
+}

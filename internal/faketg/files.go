@@ -1,0 +1,170 @@
+package faketg
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gotd/td/tg"
+	"github.com/gotd/td/tgerr"
+	"github.com/gotd/td/tgtest"
+	"github.com/gotd/td/tgtest/services/file"
+)
+
+// savePart serves upload.saveFilePart and upload.saveBigFilePart through
+// tgtest's file service, into s.files.
+func (s *Server) savePart(srv *tgtest.Server, req *tgtest.Request) error {
+	id, _ := req.Buf.PeekID()
+	s.mu.Lock()
+	s.call(methodName(id), nil)
+	s.mu.Unlock()
+	return s.fileService().OnMessage(srv, req)
+}
+
+func (s *Server) fileService() *file.Service {
+	return file.NewService(file.Config{Storage: s.files})
+}
+
+// uploadedLocked reads a file the bot uploaded. tgtest's file service
+// stores parts under "10_<file id>".
+func (s *Server) uploaded(in tg.InputFileClass) ([]byte, string, error) {
+	var (
+		fileID int64
+		name   string
+	)
+	switch f := in.(type) {
+	case *tg.InputFile:
+		fileID, name = f.ID, f.Name
+	case *tg.InputFileBig:
+		fileID, name = f.ID, f.Name
+	default:
+		return nil, "", tgerr.New(400, "FILE_PARTS_INVALID")
+	}
+	f, err := s.files.Open(fmt.Sprintf("10_%d", fileID))
+	if err != nil {
+		return nil, "", err
+	}
+	data := make([]byte, f.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
+		return nil, "", err
+	}
+	return data, name, nil
+}
+
+func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.MessagesSendMediaRequest) error {
+	now := time.Now()
+	md, ferr := s.inputMedia(r.Media)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.describeLocked(r)
+	ev.Time = now
+	if ev.Err == nil && ferr != nil {
+		ev.Err = ferr
+	}
+	if ev.Err == nil && utf16Len(r.Message) > 1024 {
+		ev.Err = tgerr.New(400, "MEDIA_CAPTION_TOO_LONG")
+	}
+	if ev.Err != nil {
+		s.recordLocked(ev)
+		return ev.Err
+	}
+	s.nextFileID++
+	md.id, md.accessHash = s.nextFileID, s.nextFileID*31
+	s.media[md.id] = md
+	ev.Media = md
+	m := &Message{
+		Chat: ev.Chat, Out: true, Text: r.Message, Entities: r.Entities,
+		ReplyTo: ev.ReplyTo, TopicID: ev.TopMsgID, Silent: r.Silent,
+		Buttons: ev.Buttons, Media: md, Date: now,
+	}
+	if m.TopicID == 0 && m.Chat.Kind == Forum && m.ReplyTo != 0 {
+		m.TopicID = s.topicOfLocked(m.Chat, m.ReplyTo)
+	}
+	upd := s.addMessageLocked(m)
+	ev.MsgID = m.ID
+	s.recordLocked(ev)
+	return srv.SendResult(req, s.sentResultLocked(m, upd, r.RandomID))
+}
+
+// inputMedia reads the file of a bot's messages.sendMedia.
+func (s *Server) inputMedia(in tg.InputMediaClass) (*Media, *tgerr.Error) {
+	switch in := in.(type) {
+	case *tg.InputMediaUploadedDocument:
+		data, name, err := s.uploaded(in.File)
+		if err != nil {
+			return nil, tgerr.New(400, "FILE_PARTS_INVALID")
+		}
+		md := &Media{Filename: name, MIME: in.MimeType, ForceFile: in.ForceFile, Data: data}
+		for _, a := range in.Attributes {
+			if f, ok := a.(*tg.DocumentAttributeFilename); ok {
+				md.Filename = f.FileName
+			}
+		}
+		return md, nil
+	case *tg.InputMediaUploadedPhoto:
+		data, name, err := s.uploaded(in.File)
+		if err != nil {
+			return nil, tgerr.New(400, "FILE_PARTS_INVALID")
+		}
+		return &Media{Photo: true, Filename: name, MIME: "image/jpeg", Data: data}, nil
+	case *tg.InputMediaDocument:
+		if d, ok := in.ID.(*tg.InputDocument); ok {
+			s.mu.Lock()
+			md := s.media[d.ID]
+			s.mu.Unlock()
+			if md != nil && !md.Photo && md.accessHash == d.AccessHash {
+				c := *md
+				return &c, nil
+			}
+		}
+		return nil, tgerr.New(400, "MEDIA_INVALID")
+	case *tg.InputMediaPhoto:
+		if p, ok := in.ID.(*tg.InputPhoto); ok {
+			s.mu.Lock()
+			md := s.media[p.ID]
+			s.mu.Unlock()
+			if md != nil && md.Photo && md.accessHash == p.AccessHash {
+				c := *md
+				return &c, nil
+			}
+		}
+		return nil, tgerr.New(400, "MEDIA_INVALID")
+	default:
+		return nil, tgerr.New(400, "MEDIA_INVALID")
+	}
+}
+
+// getFile serves documents and photos sent by users (and the bot).
+func (s *Server) getFile(srv *tgtest.Server, req *tgtest.Request, r *tg.UploadGetFileRequest) error {
+	s.mu.Lock()
+	s.call("upload.getFile", r)
+	var md *Media
+	switch loc := r.Location.(type) {
+	case *tg.InputDocumentFileLocation:
+		if m := s.media[loc.ID]; m != nil && !m.Photo && m.accessHash == loc.AccessHash {
+			md = m
+		}
+	case *tg.InputPhotoFileLocation:
+		if m := s.media[loc.ID]; m != nil && m.Photo && m.accessHash == loc.AccessHash {
+			md = m
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case md == nil:
+		return tgerr.New(400, "LOCATION_INVALID")
+	case r.Limit <= 0 || r.Limit > 1024*1024:
+		return tgerr.New(400, "LIMIT_INVALID")
+	case r.Offset < 0:
+		return tgerr.New(400, "OFFSET_INVALID")
+	}
+	var part []byte
+	if r.Offset < int64(len(md.Data)) {
+		end := min(r.Offset+int64(r.Limit), int64(len(md.Data)))
+		part = md.Data[r.Offset:end]
+	}
+	var typ tg.StorageFileTypeClass = &tg.StorageFilePartial{}
+	if md.Photo {
+		typ = &tg.StorageFileJpeg{}
+	}
+	return srv.SendResult(req, &tg.UploadFile{Type: typ, Mtime: int(time.Now().Unix()), Bytes: append([]byte{}, part...)})
+}
