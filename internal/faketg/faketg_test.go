@@ -14,6 +14,7 @@ import (
 	"github.com/gotd/td/telegram/updates"
 	updhook "github.com/gotd/td/telegram/updates/hook"
 	"github.com/gotd/td/tg"
+	"github.com/gotd/td/tgerr"
 
 	"shelljob.dev/shelljob/internal/faketg"
 )
@@ -294,5 +295,253 @@ func TestPrivateMessageAndReply(t *testing.T) {
 	m, ok := alice.Private().Message(ev.MsgID)
 	if !ok || !m.Out || m.Text != "echo: hello" {
 		t.Fatalf("message %d: %+v", ev.MsgID, m)
+	}
+}
+
+func send(t *testing.T, ctx context.Context, u *faketg.User, chat *faketg.Chat, text string) faketg.Message {
+	t.Helper()
+	m, err := u.Send(ctx, chat, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func waitKind(t *testing.T, ctx context.Context, s *faketg.Server, since int, kind faketg.Kind, chat *faketg.Chat) faketg.Event {
+	t.Helper()
+	ev, err := s.WaitKind(ctx, since, kind, chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func (b *testBot) mustUpdate(ctx context.Context, match func(tg.UpdateClass) bool) tg.UpdateClass {
+	b.t.Helper()
+	u, err := b.waitUpdate(ctx, match)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return u
+}
+
+// inputPeer is the bot's InputPeer for a chat, from the entities of an update.
+func inputPeer(e tg.Entities, p tg.PeerClass) tg.InputPeerClass {
+	switch p := p.(type) {
+	case *tg.PeerUser:
+		return &tg.InputPeerUser{UserID: p.UserID, AccessHash: e.Users[p.UserID].AccessHash}
+	case *tg.PeerChat:
+		return &tg.InputPeerChat{ChatID: p.ChatID}
+	case *tg.PeerChannel:
+		return &tg.InputPeerChannel{ChannelID: p.ChannelID, AccessHash: e.Channels[p.ChannelID].AccessHash}
+	}
+	return &tg.InputPeerEmpty{}
+}
+
+func TestDraftStopAndGroupRefusal(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	g := s.NewGroup("ops")
+	b := newTestBot(t)
+	draftErr := make(chan error, 2)
+	b.d.OnNewMessage(func(ctx context.Context, e tg.Entities, u *tg.UpdateNewMessage) error {
+		m, ok := u.Message.(*tg.Message)
+		if !ok || m.Out {
+			return nil
+		}
+		_, err := b.api.MessagesSetTyping(ctx, &tg.MessagesSetTypingRequest{
+			Peer: inputPeer(e, m.PeerID),
+			Action: &tg.SendMessageTextDraftAction{CanStop: true, RandomID: 777,
+				Text: tg.TextWithEntities{Text: "thinking…", Entities: []tg.MessageEntityClass{}}},
+		})
+		draftErr <- err
+		return nil
+	})
+	b.start(s)
+	ctx := ctxT(t)
+
+	send(t, ctx, alice, alice.Private(), ".a ls")
+	if err := <-draftErr; err != nil {
+		t.Fatalf("draft in private chat: %v", err)
+	}
+	ev := waitKind(t, ctx, s, 0, faketg.Draft, alice.Private())
+	if ev.Draft == nil || ev.Draft.RandomID != 777 || !ev.Draft.CanStop || ev.Text != "thinking…" {
+		t.Fatalf("draft: %s", ev)
+	}
+	if err := alice.StopDraft(ctx, *ev.Draft); err != nil {
+		t.Fatal(err)
+	}
+	u := b.mustUpdate(ctx, func(u tg.UpdateClass) bool {
+		_, ok := u.(*tg.UpdateUserTyping)
+		return ok
+	})
+	typing := u.(*tg.UpdateUserTyping)
+	if a, ok := typing.Action.(*tg.SendMessageStopDraftAction); !ok || a.RandomID != 777 || typing.UserID != alice.ID {
+		t.Fatalf("stop: %+v", typing)
+	}
+
+	// Drafts are refused in groups.
+	send(t, ctx, alice, g, ".a ls")
+	if err := <-draftErr; !tgerr.Is(err, faketg.ErrDraftRefused.Type) {
+		t.Fatalf("draft in group: %v", err)
+	}
+	g.AllowDrafts(true)
+	send(t, ctx, alice, g, ".a ls")
+	if err := <-draftErr; err != nil {
+		t.Fatalf("draft in group with AllowDrafts: %v", err)
+	}
+}
+
+func TestEditsButtonsAndRefusals(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	b := newTestBot(t)
+	b.start(s)
+	ctx := ctxT(t)
+	peer := &tg.InputPeerUser{UserID: alice.ID, AccessHash: alice.AccessHash}
+	markup := &tg.ReplyInlineMarkup{Rows: []tg.KeyboardInlineButtonRow{{Buttons: []tg.KeyboardInlineButton{
+		{Text: "⏹ Stop", Type: &tg.InlineButtonTypeCallback{Data: []byte("shk:1")}},
+	}}}}
+	send := &tg.MessagesSendMessageRequest{Peer: peer, Message: "⏳ #1", RandomID: 5, NoWebpage: true}
+	send.SetReplyMarkup(markup)
+	res, err := b.api.MessagesSendMessage(ctx, send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*tg.UpdateShortSentMessage).ID
+	sent := waitKind(t, ctx, s, 0, faketg.Send, nil)
+	if sent.MsgID != id || !sent.NoWebpage || len(sent.Buttons) != 1 || string(sent.Buttons[0][0].Data) != "shk:1" {
+		t.Fatalf("send: %s", sent)
+	}
+
+	edit := func(text string, withMarkup bool) error {
+		req := &tg.MessagesEditMessageRequest{Peer: peer, ID: id}
+		req.SetMessage(text)
+		if withMarkup {
+			req.SetReplyMarkup(markup)
+		}
+		_, err := b.api.MessagesEditMessage(ctx, req)
+		return err
+	}
+	if err := edit("⏳ #1\n\nout", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := edit("⏳ #1\n\nout", true); !tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
+		t.Fatalf("same edit: %v", err)
+	}
+	// Faults: FLOOD_WAIT_3 for the next edit only.
+	s.FailNext(tg.MessagesEditMessageRequestTypeID, 1, faketg.RPCError("FLOOD_WAIT_3"))
+	err = edit("⏳ #1\n\nmore", true)
+	if d, ok := tgerr.AsFloodWait(err); !ok || d != 3*time.Second {
+		t.Fatalf("flood wait: %v", err)
+	}
+	if err := edit("⏳ #1\n\nmore", true); err != nil {
+		t.Fatal(err)
+	}
+	// An edit without markup removes the buttons.
+	if err := edit("final", false); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := alice.Private().Message(id)
+	if m.Text != "final" || len(m.Buttons) != 0 || m.Edits != 3 {
+		t.Fatalf("after edits: %+v", m)
+	}
+	// Deleted by the user: edits fail as on Telegram.
+	alice.Private().Delete(id)
+	if err := edit("again", false); !tgerr.Is(err, "MESSAGE_ID_INVALID") {
+		t.Fatalf("edit of deleted: %v", err)
+	}
+	edits := s.Log().Of(faketg.Edit)
+	if len(edits) != 6 || edits[1].Err == nil || edits[2].Err.Type != "FLOOD_WAIT" || !edits[3].OK() {
+		t.Fatalf("edits:\n%s", edits)
+	}
+	// Bot deletes its message... a new one.
+	res, err = b.api.MessagesSendMessage(ctx, &tg.MessagesSendMessageRequest{Peer: peer, Message: "tmp", RandomID: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2 := res.(*tg.UpdateShortSentMessage).ID
+	if _, err := b.api.MessagesDeleteMessages(ctx, &tg.MessagesDeleteMessagesRequest{Revoke: true, ID: []int{id2}}); err != nil {
+		t.Fatal(err)
+	}
+	del := waitKind(t, ctx, s, 0, faketg.Delete, nil)
+	if del.Chat != alice.Private() || len(del.MsgIDs) != 1 || del.MsgIDs[0] != id2 {
+		t.Fatalf("delete: %s", del)
+	}
+	if m, _ := alice.Private().Message(id2); !m.Deleted {
+		t.Fatal("not deleted")
+	}
+}
+
+func TestPressToast(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	mallory := s.NewUser(faketg.UserOptions{Username: "mallory"})
+	g := s.NewGroup("ops")
+	b := newTestBot(t)
+	b.d.OnBotCallbackQuery(func(ctx context.Context, e tg.Entities, u *tg.UpdateBotCallbackQuery) error {
+		text := "⏹ Stopping #1…"
+		if u.UserID != alice.ID {
+			text = "Only the bot's admins can do that."
+		}
+		if string(u.Data) != "shk:1" {
+			text = "That button is out of date."
+		}
+		_, err := b.api.MessagesSetBotCallbackAnswer(ctx, &tg.MessagesSetBotCallbackAnswerRequest{QueryID: u.QueryID, Message: text})
+		return err
+	})
+	b.start(s)
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		u    *faketg.User
+		data string
+		want string
+	}{
+		{alice, "shk:1", "⏹ Stopping #1…"},
+		{mallory, "shk:1", "Only the bot's admins can do that."},
+		{alice, "shk:x\x00", "That button is out of date."},
+	} {
+		ans, err := tc.u.Press(ctx, g, 42, []byte(tc.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Text != tc.want || ans.Event.Chat != g || ans.Event.MsgID != 42 {
+			t.Errorf("press %q by %s: %q (%s)", tc.data, tc.u, ans.Text, ans.Event)
+		}
+	}
+}
+
+func TestCommandsAndProfile(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{Bot: faketg.BotOptions{
+		Username: "shell_bot", Aliases: []faketg.Alias{{Username: "sh_alias", Active: true}, {Username: "old_alias"}},
+	}})
+	b := newTestBot(t)
+	b.start(s)
+	ctx := ctxT(t)
+	users, err := b.api.UsersGetUsers(ctx, []tg.InputUserClass{&tg.InputUserSelf{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := users[0].(*tg.User)
+	if me.Username != "shell_bot" || len(me.Usernames) != 3 || !me.Usernames[1].Active || me.Usernames[2].Active || !me.Bot {
+		t.Fatalf("self: %+v", me)
+	}
+	s.SetBotProfile("", faketg.Alias{Username: "only_alias", Active: true})
+	users, _ = b.api.UsersGetUsers(ctx, []tg.InputUserClass{&tg.InputUserSelf{}})
+	me = users[0].(*tg.User)
+	if me.Username != "" || len(me.Usernames) != 1 || me.Usernames[0].Username != "only_alias" {
+		t.Fatalf("self after SetBotProfile: %+v", me)
+	}
+	if _, err := b.api.BotsSetBotCommands(ctx, &tg.BotsSetBotCommandsRequest{
+		Scope: &tg.BotCommandScopeDefault{},
+		Commands: []tg.BotCommand{{Command: "help", Description: "Help"}, {Command: "settings", Description: "Settings"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.BotCommands(); len(c) != 2 || c[1].Command != "settings" {
+		t.Fatalf("commands: %+v", c)
+	}
+	if ev := waitKind(t, ctx, s, 0, faketg.Commands, nil); len(ev.Commands) != 2 {
+		t.Fatalf("commands event: %s", ev)
 	}
 }
