@@ -100,6 +100,10 @@ func (b *Bot) nameSet() (command.Names, string) {
 	return b.names, b.primary
 }
 
+// SetTelegram sets the Telegram the bot talks to, when it is built after
+// the bot (the gotd client needs the bot for its handlers).
+func (b *Bot) SetTelegram(t Telegram) { b.tg = t }
+
 // Registry returns the bot's job registry.
 func (b *Bot) Registry() *jobs.Registry { return b.registry }
 

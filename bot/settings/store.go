@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -69,12 +70,23 @@ func Decode(data []byte, log logr.Logger) Prefs {
 // set, makes Set fail, as a store that cannot save would.
 type MemoryStore struct {
 	Log  logr.Logger
-	data map[int64][]byte
 	Fail error
+
+	mu   sync.Mutex
+	data map[int64][]byte
+}
+
+// SetFail sets Fail under the store's lock.
+func (m *MemoryStore) SetFail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Fail = err
 }
 
 // Get implements Store.
 func (m *MemoryStore) Get(_ context.Context, user int64) (Prefs, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if d, ok := m.data[user]; ok {
 		return Decode(d, m.Log), nil
 	}
@@ -83,6 +95,8 @@ func (m *MemoryStore) Get(_ context.Context, user int64) (Prefs, error) {
 
 // Set implements Store.
 func (m *MemoryStore) Set(_ context.Context, user int64, p Prefs) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.Fail != nil {
 		return m.Fail
 	}
@@ -99,6 +113,8 @@ func (m *MemoryStore) Set(_ context.Context, user int64, p Prefs) error {
 
 // SetRaw stores data for user as it is, as a hand edit would.
 func (m *MemoryStore) SetRaw(user int64, data string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.data == nil {
 		m.data = map[int64][]byte{}
 	}

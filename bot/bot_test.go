@@ -1,0 +1,218 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/localcluster"
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/faketg"
+)
+
+// env is a bot under test: the fake Telegram, the local cluster stand-in
+// and the bot between them, connected over real MTProto.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	srv     *faketg.Server
+	cluster *localcluster.Cluster
+	store   *settings.MemoryStore
+	bot     *bot.Bot
+	admin   *faketg.User
+	other   *faketg.User
+	group   *faketg.Chat
+	stop    func()
+}
+
+type envOptions struct {
+	streamingOff bool
+	workers      int
+	tg           faketg.Options
+}
+
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	srv, err := faketg.New(o.tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, srv: srv}
+	e.admin = srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
+	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
+	e.group = srv.NewSupergroup("ops")
+	e.cluster = localcluster.New(localcluster.Options{Dir: t.TempDir(), Workers: o.workers})
+	e.store = &settings.MemoryStore{Log: testr.New(t)}
+	e.bot = bot.New(bot.Config{Admins: srv.Admins(), Streaming: !o.streamingOff, Log: testr.New(t)}, nil, e.cluster, e.store)
+	copts := srv.ClientOptions()
+	client := tgclient.New(e.bot, tgclient.Options{
+		Token: srv.BotToken(), AppID: 17349, AppHash: "test",
+		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
+	})
+	e.bot.SetTelegram(client.API)
+	runCtx, stopRun := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- client.Run(runCtx, e.bot) }()
+	if err := srv.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.stop = func() {
+		stopRun()
+		<-done
+		e.bot.Wait()
+		_ = srv.Close()
+		cancel()
+	}
+	t.Cleanup(e.stop)
+	return e
+}
+
+// send sends text as u in chat and returns the message.
+func (e *env) send(u *faketg.User, chat *faketg.Chat, text string) faketg.Message {
+	e.t.Helper()
+	m, err := u.Send(e.ctx, chat, text)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// wait waits for an event after since that matches.
+func (e *env) wait(since int, what string, match func(faketg.Event) bool) faketg.Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	ev, err := e.srv.WaitEvent(ctx, since, match)
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return ev
+}
+
+func sendTo(chat *faketg.Chat, reply int) func(faketg.Event) bool {
+	return func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Send && ev.Chat == chat && ev.ReplyTo == reply && ev.OK()
+	}
+}
+
+func TestQuickCommandOneReply(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo hi")
+	ev := e.wait(since, "the final", sendTo(e.group, m.ID))
+	if ev.Text != "hi" || ev.Silent || !ev.NoWebpage {
+		t.Errorf("final = %q silent=%v nowebpage=%v", ev.Text, ev.Silent, ev.NoWebpage)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if l := e.srv.Log().After(since).Of(faketg.Edit, faketg.Draft, faketg.Delete); len(l) != 0 {
+		t.Errorf("a quick command made preview calls: %v", l)
+	}
+	if cmds := e.srv.BotCommands(); len(cmds) != 2 || cmds[0].Command != "help" || cmds[1].Command != "settings" {
+		t.Errorf("command menu = %v", cmds)
+	}
+}
+
+func TestEmptyOutputAndNonAdmin(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	e.send(e.other, e.group, ".a echo nope")
+	m := e.send(e.admin, e.group, ".a exit 3")
+	ev := e.wait(since, "the final", sendTo(e.group, m.ID))
+	if ev.Text != "The process exited 3." {
+		t.Errorf("final = %q", ev.Text)
+	}
+	if l := e.srv.Log().After(since).Of(faketg.Send).Texts(); len(l) != 1 {
+		t.Errorf("a non-admin got an answer: %q", l)
+	}
+}
+
+func TestGroupPreviewEditedIntoFinal(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo start; sleep 3; echo end")
+	pv := e.wait(since, "the preview", sendTo(e.group, m.ID))
+	if !strings.HasPrefix(pv.Text, "⏳ #1\n\nstart\n") || !strings.HasSuffix(pv.Text, "▌") || !pv.Silent || !pv.NoWebpage {
+		t.Errorf("preview = %q silent=%v", pv.Text, pv.Silent)
+	}
+	if len(pv.Buttons) != 1 || pv.Buttons[0][0].Text != "⏹ Stop" || string(pv.Buttons[0][0].Data) != "shk:1" {
+		t.Errorf("preview buttons = %+v", pv.Buttons)
+	}
+	if d := pv.Time.Sub(m.Date); d < 1900*time.Millisecond {
+		t.Errorf("preview after %v, want ≥ 2s", d)
+	}
+	fin := e.wait(pv.Seq, "the final edit", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Edit && ev.MsgID == pv.MsgID && !strings.HasSuffix(ev.Text, "▌")
+	})
+	if fin.Text != "start\nend" || fin.HasMarkup {
+		t.Errorf("final = %q markup=%v", fin.Text, fin.HasMarkup)
+	}
+}
+
+func TestPrivateDraftThenReply(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	chat := e.admin.Private()
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, ".a echo a; sleep 3; echo b")
+	d := e.wait(since, "the draft", func(ev faketg.Event) bool { return ev.Kind == faketg.Draft && ev.OK() })
+	if !strings.HasPrefix(d.Text, "⏳ #1\n\na\n") || !d.Draft.CanStop {
+		t.Errorf("draft = %q can_stop=%v", d.Text, d.Draft.CanStop)
+	}
+	fin := e.wait(d.Seq, "the final", sendTo(chat, m.ID))
+	if fin.Text != "a\nb" {
+		t.Errorf("final = %q", fin.Text)
+	}
+	sync, ok := e.srv.Log().After(d.Seq).Of(faketg.Draft).Filter(func(ev faketg.Event) bool { return ev.Seq < fin.Seq }).Last()
+	if !ok || sync.Text != "a\nb" {
+		t.Errorf("no sync draft before the reply: %+v", sync)
+	}
+}
+
+func TestKillForms(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	k := e.send(e.admin, e.group, ".k")
+	if ev := e.wait(since, ".k reply", sendTo(e.group, k.ID)); ev.Text != "No running command here." {
+		t.Errorf(".k alone = %q", ev.Text)
+	}
+	a1 := e.send(e.admin, e.group, ".a sleep 30")
+	a2 := e.send(e.admin, e.group, ".a sleep 30")
+	time.Sleep(300 * time.Millisecond)
+	k = e.send(e.admin, e.group, ".k")
+	if ev := e.wait(since, ".k list", sendTo(e.group, k.ID)); !strings.Contains(ev.Text, "#1 ·") || !strings.Contains(ev.Text, "#2 ·") {
+		t.Errorf(".k with two = %q", ev.Text)
+	}
+	k = e.send(e.admin, e.group, ".k 3 5")
+	if ev := e.wait(since, "usage", sendTo(e.group, k.ID)); !strings.HasPrefix(ev.Text, "Usage: .k") {
+		t.Errorf(".k 3 5 = %q", ev.Text)
+	}
+	k = e.send(e.admin, e.group, ".k ls")
+	if ev := e.wait(since, "ls", sendTo(e.group, k.ID)); !strings.Contains(ev.Text, "sleep 30") {
+		t.Errorf(".k ls = %q", ev.Text)
+	}
+	k = e.send(e.admin, e.group, ".k #1")
+	if ev := e.wait(since, "stop 1", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #1…" {
+		t.Errorf(".k #1 = %q", ev.Text)
+	}
+	fin := e.wait(since, "final 1", sendTo(e.group, a1.ID))
+	if fin.Text != "The process exited 130.\n\n⏹ Stopped (exit 130)." {
+		t.Errorf("final of a stopped job = %q", fin.Text)
+	}
+	k = e.send(e.admin, e.group, ".k 1")
+	if ev := e.wait(since, "gone", sendTo(e.group, k.ID)); ev.Text != "No running command #1 here." {
+		t.Errorf(".k 1 again = %q", ev.Text)
+	}
+	k = e.send(e.admin, e.group, ".k all")
+	if ev := e.wait(since, "all", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #2…" {
+		t.Errorf(".k all = %q", ev.Text)
+	}
+	e.wait(since, "final 2", sendTo(e.group, a2.ID))
+}

@@ -1,0 +1,165 @@
+// Package kube is the bot's cluster on the Kubernetes API: ShellJobs
+// through controller-runtime, output and files through the worker agent.
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// Cluster implements bot.Cluster.
+type Cluster struct {
+	Client    client.WithWatch
+	Namespace string
+	Agent     agentapi.Client
+}
+
+var _ bot.Cluster = (*Cluster)(nil)
+
+// Submit implements bot.JobSubmitter.
+func (c *Cluster) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+	sj := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "tg-", Namespace: c.Namespace, Annotations: annotations},
+		Spec:       spec,
+	}
+	if err := c.Client.Create(ctx, sj); err != nil {
+		return nil, fmt.Errorf("create shelljob: %w", err)
+	}
+	return sj, nil
+}
+
+// watchRestart is the wait before watching a job again after its watch
+// ended (an API server closes watches every few minutes).
+const watchRestart = time.Second
+
+// Watch implements bot.JobWatcher.
+func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1.ShellJob)) error {
+	for {
+		var sj shellv1alpha1.ShellJob
+		err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			time.Sleep(watchRestart)
+			continue
+		}
+		fn(sj.DeepCopy())
+		var list shellv1alpha1.ShellJobList
+		w, err := c.Client.Watch(ctx, &list, client.InNamespace(c.Namespace),
+			&client.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name), Raw: &metav1.ListOptions{ResourceVersion: sj.ResourceVersion}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			time.Sleep(watchRestart)
+			continue
+		}
+		gone := false
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				gone = true
+			case watch.Added, watch.Modified:
+				if obj, ok := ev.Object.(*shellv1alpha1.ShellJob); ok {
+					fn(obj.DeepCopy())
+				}
+			}
+		}
+		w.Stop()
+		if gone {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Cluster) patch(ctx context.Context, name string, body any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	sj := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}}
+	return c.Client.Patch(ctx, sj, client.RawPatch(types.MergePatchType, data))
+}
+
+// Stop implements bot.JobStopper.
+func (c *Cluster) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error {
+	var sj shellv1alpha1.ShellJob
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
+		return fmt.Errorf("get shelljob %s: %w", name, err)
+	}
+	if sj.Spec.Stop {
+		return nil
+	}
+	return c.patch(ctx, name, map[string]any{"spec": map[string]any{"stop": true, "stopReason": reason}})
+}
+
+// Release implements bot.HoldReleaser.
+func (c *Cluster) Release(ctx context.Context, name string) error {
+	return c.patch(ctx, name, map[string]any{"spec": map[string]any{"hold": false}})
+}
+
+// Annotate implements bot.JobAnnotator.
+func (c *Cluster) Annotate(ctx context.Context, name, key, value string) error {
+	return c.patch(ctx, name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+}
+
+// List implements bot.JobLister.
+func (c *Cluster) List(ctx context.Context) ([]shellv1alpha1.ShellJob, error) {
+	var list shellv1alpha1.ShellJobList
+	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		return nil, fmt.Errorf("list shelljobs: %w", err)
+	}
+	var out []shellv1alpha1.ShellJob
+	for _, sj := range list.Items {
+		if sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram {
+			out = append(out, sj)
+		}
+	}
+	return out, nil
+}
+
+// RestartPool implements bot.PoolRestarter.
+func (c *Cluster) RestartPool(ctx context.Context, pool string) error {
+	data, _ := json.Marshal(map[string]any{"spec": map[string]any{"restartedAt": metav1.Now()}})
+	sp := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: pool}}
+	if err := c.Client.Patch(ctx, sp, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("restart pool %s: %w", pool, err)
+	}
+	return nil
+}
+
+// Follow implements bot.OutputFollower.
+func (c *Cluster) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+	return c.Agent.Follow(ctx, pod, job, offset, w)
+}
+
+// PutFiles implements bot.FileMover.
+func (c *Cluster) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
+	return c.Agent.PutFiles(ctx, pod, job, r)
+}
+
+// GetFiles implements bot.FileMover.
+func (c *Cluster) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	return c.Agent.GetFiles(ctx, pod, job, w)
+}

@@ -1,0 +1,365 @@
+// Package tgclient connects the bot to Telegram with gotd/td: the client
+// and its bot login, the updates manager with gap recovery, flood-wait
+// handling, the session and the updates state kept in the cluster, and the
+// bot.Telegram calls.
+package tgclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"mime"
+	"path"
+	"sync"
+
+	"github.com/gotd/td/telegram"
+	"github.com/gotd/td/telegram/downloader"
+	"github.com/gotd/td/telegram/message/markup"
+	"github.com/gotd/td/telegram/uploader"
+	"github.com/gotd/td/tg"
+	"github.com/gotd/td/tgerr"
+
+	"shelljob.dev/shelljob/bot"
+)
+
+// API implements bot.Telegram on a gotd client.
+type API struct {
+	api    *tg.Client
+	client *telegram.Client
+	// homeDC is the DC of the bot's connection; guest answers held on
+	// another DC are edited through a connection to it.
+	homeDC int
+
+	mu  sync.Mutex
+	dcs map[int]*tg.Client
+}
+
+var _ bot.Telegram = (*API)(nil)
+
+// NewAPI returns the bot.Telegram of client, whose connection is on homeDC.
+func NewAPI(client *telegram.Client, homeDC int) *API {
+	return &API{api: client.API(), client: client, homeDC: homeDC, dcs: map[int]*tg.Client{}}
+}
+
+func randomID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.LittleEndian.Uint64(b[:]))
+}
+
+// InputPeer is the MTProto peer of chat.
+func InputPeer(c bot.Chat) tg.InputPeerClass {
+	switch c.Kind {
+	case bot.PeerUser:
+		return &tg.InputPeerUser{UserID: c.PeerID, AccessHash: c.AccessHash}
+	case bot.PeerChat:
+		return &tg.InputPeerChat{ChatID: c.PeerID}
+	case bot.PeerChannel:
+		return &tg.InputPeerChannel{ChannelID: c.PeerID, AccessHash: c.AccessHash}
+	default:
+		panic("tgclient: unknown peer kind " + string(c.Kind))
+	}
+}
+
+func replyTo(c bot.Chat, id int) tg.InputReplyToClass {
+	if id == 0 && c.Topic == 0 {
+		return nil
+	}
+	r := &tg.InputReplyToMessage{ReplyToMsgID: id}
+	if id == 0 {
+		r.ReplyToMsgID = c.Topic
+	}
+	if c.Topic != 0 {
+		r.SetTopMsgID(c.Topic)
+	}
+	return r
+}
+
+func buttonsMarkup(rows [][]bot.Button) tg.ReplyMarkupClass {
+	if rows == nil {
+		return nil
+	}
+	var rs []tg.KeyboardInlineButtonRow
+	for _, row := range rows {
+		var bs []tg.KeyboardInlineButton
+		for _, b := range row {
+			bs = append(bs, markup.Callback(b.Text, []byte(b.Data)))
+		}
+		rs = append(rs, markup.InlineButtonRow(bs...))
+	}
+	return markup.InlineKeyboard(rs...)
+}
+
+// sentID finds the id of the message a send created.
+func sentID(u tg.UpdatesClass, rid int64) (int, error) {
+	switch u := u.(type) {
+	case *tg.UpdateShortSentMessage:
+		return u.ID, nil
+	case *tg.Updates:
+		for _, x := range u.Updates {
+			if m, ok := x.(*tg.UpdateMessageID); ok && m.RandomID == rid {
+				return m.ID, nil
+			}
+		}
+		for _, x := range u.Updates {
+			switch x := x.(type) {
+			case *tg.UpdateNewMessage:
+				return x.Message.GetID(), nil
+			case *tg.UpdateNewChannelMessage:
+				return x.Message.GetID(), nil
+			}
+		}
+	case *tg.UpdatesCombined:
+		for _, x := range u.Updates {
+			if m, ok := x.(*tg.UpdateMessageID); ok && m.RandomID == rid {
+				return m.ID, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no message id in %T", u)
+}
+
+// SendText implements bot.Telegram.
+func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text string, silent bool, buttons [][]bot.Button) (int, error) {
+	rid := randomID()
+	req := &tg.MessagesSendMessageRequest{
+		Peer: InputPeer(chat), Message: text, RandomID: rid, NoWebpage: true, Silent: silent,
+	}
+	if r := replyTo(chat, reply); r != nil {
+		req.SetReplyTo(r)
+	}
+	if m := buttonsMarkup(buttons); m != nil {
+		req.SetReplyMarkup(m)
+	}
+	u, err := a.api.MessagesSendMessage(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("send message: %w", err)
+	}
+	return sentID(u, rid)
+}
+
+// EditText implements bot.Telegram. An edit that changes nothing counts as
+// done.
+func (a *API) EditText(ctx context.Context, chat bot.Chat, id int, text string, buttons [][]bot.Button) error {
+	req := &tg.MessagesEditMessageRequest{Peer: InputPeer(chat), ID: id, NoWebpage: true}
+	req.SetMessage(text)
+	if m := buttonsMarkup(buttons); m != nil {
+		req.SetReplyMarkup(m)
+	}
+	_, err := a.api.MessagesEditMessage(ctx, req)
+	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("edit message: %w", err)
+	}
+	return nil
+}
+
+// Delete implements bot.Telegram.
+func (a *API) Delete(ctx context.Context, chat bot.Chat, id int) error {
+	var err error
+	if chat.Kind == bot.PeerChannel {
+		_, err = a.api.ChannelsDeleteMessages(ctx, &tg.ChannelsDeleteMessagesRequest{
+			Channel: &tg.InputChannel{ChannelID: chat.PeerID, AccessHash: chat.AccessHash}, ID: []int{id},
+		})
+	} else {
+		_, err = a.api.MessagesDeleteMessages(ctx, &tg.MessagesDeleteMessagesRequest{Revoke: true, ID: []int{id}})
+	}
+	if err != nil {
+		return fmt.Errorf("delete message: %w", err)
+	}
+	return nil
+}
+
+// Draft implements bot.Telegram: messages.setTyping with a text draft that
+// has a Stop button.
+func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) error {
+	req := &tg.MessagesSetTypingRequest{
+		Peer: InputPeer(chat),
+		Action: &tg.SendMessageTextDraftAction{
+			CanStop: true, RandomID: rid,
+			Text: tg.TextWithEntities{Text: text, Entities: []tg.MessageEntityClass{}},
+		},
+	}
+	if chat.Topic != 0 {
+		req.SetTopMsgID(chat.Topic)
+	}
+	if _, err := a.api.MessagesSetTyping(ctx, req); err != nil {
+		return fmt.Errorf("draft: %w", err)
+	}
+	return nil
+}
+
+// SendFile implements bot.Telegram: a photo, or a document.
+func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
+	up, err := uploader.NewUploader(a.api).FromBytes(ctx, f.Name, f.Data)
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", f.Name, err)
+	}
+	var media tg.InputMediaClass
+	if f.Photo {
+		media = &tg.InputMediaUploadedPhoto{File: up}
+	} else {
+		mt := mime.TypeByExtension(path.Ext(f.Name))
+		if mt == "" {
+			mt = "application/octet-stream"
+		}
+		media = &tg.InputMediaUploadedDocument{
+			File: up, MimeType: mt, ForceFile: true,
+			Attributes: []tg.DocumentAttributeClass{&tg.DocumentAttributeFilename{FileName: f.Name}},
+		}
+	}
+	rid := randomID()
+	req := &tg.MessagesSendMediaRequest{Peer: InputPeer(chat), Media: media, RandomID: rid}
+	if r := replyTo(chat, reply); r != nil {
+		req.SetReplyTo(r)
+	}
+	u, err := a.api.MessagesSendMedia(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("send %s: %w", f.Name, err)
+	}
+	return sentID(u, rid)
+}
+
+// MessageFiles implements bot.Telegram: the document or photo of a message.
+func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.File, error) {
+	ids := []tg.InputMessageClass{&tg.InputMessageID{ID: id}}
+	var res tg.MessagesMessagesClass
+	var err error
+	if chat.Kind == bot.PeerChannel {
+		res, err = a.api.ChannelsGetMessages(ctx, &tg.ChannelsGetMessagesRequest{
+			Channel: &tg.InputChannel{ChannelID: chat.PeerID, AccessHash: chat.AccessHash}, ID: ids,
+		})
+	} else {
+		res, err = a.api.MessagesGetMessages(ctx, ids)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get message: %w", err)
+	}
+	msgs, ok := res.AsModified()
+	if !ok {
+		return nil, nil
+	}
+	var files []bot.File
+	for _, mc := range msgs.GetMessages() {
+		m, ok := mc.(*tg.Message)
+		if !ok || m.Media == nil {
+			continue
+		}
+		loc, name := fileLocation(m)
+		if loc == nil {
+			continue
+		}
+		var buf bytes.Buffer
+		if _, err := downloader.NewDownloader().Download(a.api, loc).Stream(ctx, &buf); err != nil {
+			return files, fmt.Errorf("download %s: %w", name, err)
+		}
+		files = append(files, bot.File{Name: name, Data: buf.Bytes()})
+	}
+	return files, nil
+}
+
+func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
+	switch md := m.Media.(type) {
+	case *tg.MessageMediaDocument:
+		d, ok := md.Document.(*tg.Document)
+		if !ok {
+			return nil, ""
+		}
+		name := fmt.Sprintf("file%d", m.ID)
+		for _, at := range d.Attributes {
+			if fn, ok := at.(*tg.DocumentAttributeFilename); ok && fn.FileName != "" {
+				name = path.Base(fn.FileName)
+			}
+		}
+		return &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}, name
+	case *tg.MessageMediaPhoto:
+		p, ok := md.Photo.(*tg.Photo)
+		if !ok || len(p.Sizes) == 0 {
+			return nil, ""
+		}
+		size := ""
+		for _, s := range p.Sizes {
+			if t, ok := s.(interface{ GetType() string }); ok {
+				size = t.GetType()
+			}
+		}
+		return &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: size},
+			fmt.Sprintf("photo%d.jpg", m.ID)
+	}
+	return nil, ""
+}
+
+// AnswerCallback implements bot.Telegram.
+func (a *API) AnswerCallback(ctx context.Context, qid int64, text string) error {
+	if _, err := a.api.MessagesSetBotCallbackAnswer(ctx, &tg.MessagesSetBotCallbackAnswerRequest{QueryID: qid, Message: text}); err != nil {
+		return fmt.Errorf("answer callback: %w", err)
+	}
+	return nil
+}
+
+// GuestAnswer implements bot.Telegram: messages.setBotGuestChatResult.
+func (a *API) GuestAnswer(ctx context.Context, qid int64, text string) (bot.GuestMessage, error) {
+	id, err := a.api.MessagesSetBotGuestChatResult(ctx, &tg.MessagesSetBotGuestChatResultRequest{
+		QueryID: qid,
+		Result: &tg.InputBotInlineResult{
+			ID: "1", Type: "article", Title: "shell",
+			SendMessage: &tg.InputBotInlineMessageText{Message: text, NoWebpage: true},
+		},
+	})
+	if err != nil {
+		return bot.GuestMessage{}, fmt.Errorf("guest answer: %w", err)
+	}
+	switch id := id.(type) {
+	case *tg.InputBotInlineMessageID64:
+		return bot.GuestMessage{DC: id.DCID, OwnerID: id.OwnerID, ID: int64(id.ID), AccessHash: id.AccessHash}, nil
+	case *tg.InputBotInlineMessageID:
+		return bot.GuestMessage{DC: id.DCID, ID: id.ID, AccessHash: id.AccessHash, Legacy: true}, nil
+	default:
+		return bot.GuestMessage{}, fmt.Errorf("guest answer: unknown id %T", id)
+	}
+}
+
+// EditGuest implements bot.Telegram: messages.editInlineBotMessage on the
+// DC that holds the answer.
+func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) error {
+	var id tg.InputBotInlineMessageIDClass = &tg.InputBotInlineMessageID64{DCID: m.DC, OwnerID: m.OwnerID, ID: int(m.ID), AccessHash: m.AccessHash}
+	if m.Legacy {
+		id = &tg.InputBotInlineMessageID{DCID: m.DC, ID: m.ID, AccessHash: m.AccessHash}
+	}
+	api, err := a.onDC(ctx, m.DC)
+	if err != nil {
+		return err
+	}
+	req := &tg.MessagesEditInlineBotMessageRequest{ID: id, NoWebpage: true}
+	req.SetMessage(text)
+	_, err = api.MessagesEditInlineBotMessage(ctx, req)
+	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("edit guest answer: %w", err)
+	}
+	return nil
+}
+
+func (a *API) onDC(ctx context.Context, dc int) (*tg.Client, error) {
+	if dc == 0 || dc == a.homeDC || a.client == nil {
+		return a.api, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.dcs[dc]; ok {
+		return c, nil
+	}
+	inv, err := a.client.DC(ctx, dc, 1)
+	if err != nil {
+		return nil, fmt.Errorf("connect to DC %d: %w", dc, err)
+	}
+	c := tg.NewClient(inv)
+	a.dcs[dc] = c
+	return c, nil
+}
