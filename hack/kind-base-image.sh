@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds the base of the kind node image without pulling anything, and prints
+# its tag: a Debian minbase rootfs from debootstrap (mirror taken from this
+# machine's apt sources) with systemd, containerd, runc and the CNI plugins,
+# plus what kind's own images/base/Dockerfile adds: kind's files from the kind
+# module, the systemd clean-up, cri-base.json, the enabled units. On top:
+#   - the runtime wrapper (hack/runc-wrapper.sh) as containerd's runc binary,
+#     so privileged pods run in a node whose bounding set lacks capabilities;
+#   - the kubelet flag --fail-cgroupv1=false (cgroup v1 hosts);
+#   - a static ptp CNI config for the single node's pod /24, in place of kindnetd
+#     (whose image can't be had here).
+# The tag is a hash of this recipe; nothing is done when it exists.
+# usage: hack/kind-base-image.sh [--tag]
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PACKAGES=(
+  systemd systemd-sysv dbus
+  conntrack iptables nftables iproute2 ethtool util-linux mount kmod
+  libseccomp2 pigz fuse-overlayfs e2fsprogs
+  bash ca-certificates curl jq procps
+  containerd runc containernetworking-plugins
+)
+POD_SUBNET="${POD_SUBNET:-10.244.0.0/24}"
+WRAPPER=/usr/local/sbin/shelljob-runc
+
+key="${DEBIAN_SUITE}-${KIND_VERSION}-$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}/runc-wrapper.sh")"
+tag="shelljob/kind-base:${key}"
+
+debootstrap_rootfs() {
+  local mirror
+  mirror="$(apt_mirror)"
+  log "debootstrap ${DEBIAN_SUITE} from ${mirror} (log: ${SHELLJOB_CACHE}/logs/debootstrap-kind-base.log)"
+  debootstrap --variant=minbase --include="$(IFS=,; echo "${PACKAGES[*]}")" \
+    "${DEBIAN_SUITE}" "${rootfs}" "${mirror}" >"${SHELLJOB_CACHE}/logs/debootstrap-kind-base.log" 2>&1 ||
+    { tail -20 "${SHELLJOB_CACHE}/logs/debootstrap-kind-base.log" >&2; die "debootstrap failed"; }
+}
+
+kind_files() {
+  local files r="${rootfs}"
+  files="$(gomod_dir "sigs.k8s.io/kind@${KIND_VERSION}")/images/base/files"
+  install -d -m 0755 "${r}/kind" "${r}/kind/bin" "${r}/kind/manifests" "${r}/LICENSES"
+  install -m 0755 "${files}"/usr/local/bin/* "${r}/usr/local/bin/"
+  install -m 0755 "${files}"/kind/bin/* "${r}/kind/bin/"
+  install -m 0644 "${files}"/kind/README.txt "${r}/kind/"
+  install -m 0644 "${files}"/LICENSES/* "${r}/LICENSES/"
+  install -m 0644 "${files}"/etc/crictl.yaml "${r}/etc/"
+  install -D -m 0644 -t "${r}/etc/containerd" "${files}"/etc/containerd/*
+  install -D -m 0644 -t "${r}/etc/default" "${files}"/etc/default/*
+  install -D -m 0644 -t "${r}/etc/sysctl.d" "${files}"/etc/sysctl.d/*
+  install -D -m 0644 -t "${r}/etc/systemd/system" "${files}"/etc/systemd/system/*.service "${files}"/etc/systemd/system/*.slice
+  install -D -m 0644 -t "${r}/etc/systemd/system/kubelet.service.d" "${files}"/etc/systemd/system/kubelet.service.d/*
+
+  # kind's Dockerfile: systemd clean-up, init, services.
+  find "${r}/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
+  rm -f "${r}"/lib/systemd/system/multi-user.target.wants/* "${r}"/etc/systemd/system/*.wants/* \
+    "${r}"/lib/systemd/system/local-fs.target.wants/* "${r}"/lib/systemd/system/sockets.target.wants/*udev* \
+    "${r}"/lib/systemd/system/sockets.target.wants/*initctl* "${r}"/lib/systemd/system/basic.target.wants/*
+  echo "ReadKMsg=no" >> "${r}/etc/systemd/journald.conf"
+  ln -sf /usr/lib/systemd/systemd "${r}/sbin/init"
+  systemctl --root="${r}" enable kubelet.service containerd.service undo-mount-hacks.service >/dev/null 2>&1
+  systemctl --root="${r}" mask systemd-binfmt.service >/dev/null 2>&1
+  install -d "${r}/etc/kubernetes/manifests"
+
+  # Debian's paths where kind expects its own builds.
+  ln -sf /usr/bin/containerd "${r}/usr/local/bin/containerd"
+  install -d "${r}/opt/cni/bin"
+  local p
+  for p in "${r}"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "${p}")" "${r}/opt/cni/bin/"; done
+  chroot "${r}" ctr oci spec |
+    jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
+    jq 'del(.process.rlimits)' > "${r}/etc/containerd/cri-base.json"
+}
+
+shelljob_changes() {
+  local r="${rootfs}"
+  install -m 0755 "${HACK_DIR}/runc-wrapper.sh" "${r}${WRAPPER}"
+  sed -i "/SystemdCgroup = true/a\\    BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml"
+  grep -q "BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml" || die "could not set BinaryName"
+  sed -i 's/^KUBELET_EXTRA_ARGS=.*/& --fail-cgroupv1=false/' "${r}/etc/default/kubelet"
+  install -d "${r}/etc/cni/net.d"
+  cat > "${r}/etc/cni/net.d/10-kindnet.conflist" <<JSON
+{"cniVersion":"0.3.1","name":"kindnet","plugins":[{"type":"ptp","ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"${POD_SUBNET}"}]],"routes":[{"dst":"0.0.0.0/0"}]}},{"type":"portmap","capabilities":{"portMappings":true}}]}
+JSON
+  rm -rf "${r}"/var/cache/apt/archives/*.deb "${r}"/var/lib/apt/lists/* "${r}"/var/log/*.log
+}
+
+import_rootfs() {
+  tar -C "${rootfs}" --numeric-owner -c . |
+    docker import --change 'ENV container=docker' \
+      --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "${tag}" >/dev/null
+}
+
+build() {
+  apt_install debootstrap jq
+  rootfs="${SHELLJOB_CACHE}/rootfs/kind-base-${key}"
+  rm -rf "${rootfs}"
+  mkdir -p "${rootfs}" "${SHELLJOB_CACHE}/logs"
+  step "kind base: debootstrap" debootstrap_rootfs
+  step "kind base: kind ${KIND_VERSION} files and units" kind_files
+  step "kind base: runtime wrapper, kubelet flag, CNI config" shelljob_changes
+  step "kind base: docker import ${tag}" import_rootfs
+  rm -rf "${rootfs}"
+}
+
+ensure() {
+  if image_exists "${tag}"; then
+    log "✔ ${tag} (cached)"
+  else
+    step "build ${tag}" build
+  fi
+}
+
+# --tag: print the tag only, building nothing.
+if [[ "${1:-}" == --tag ]]; then echo "${tag}"; exit 0; fi
+
+"${HACK_DIR}/docker-engine.sh"
+with_lock "kind-base-${key}" ensure
+echo "${tag}"
