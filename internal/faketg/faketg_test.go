@@ -1,7 +1,10 @@
 package faketg_test
 
 import (
+	"bytes"
 	"context"
+	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -9,10 +12,14 @@ import (
 	"github.com/go-faster/errors"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/gotd/td/crypto"
 	"github.com/gotd/td/session"
 	"github.com/gotd/td/telegram"
+	"github.com/gotd/td/telegram/dcs"
+	"github.com/gotd/td/telegram/downloader"
 	"github.com/gotd/td/telegram/updates"
 	updhook "github.com/gotd/td/telegram/updates/hook"
+	"github.com/gotd/td/telegram/uploader"
 	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgerr"
 
@@ -65,7 +72,7 @@ func (b *testBot) start(s *faketg.Server) {
 		}),
 		Storage: b.store,
 	})
-	opts := s.ClientOptions()
+	opts := clientOptions(t, s.Addr(), s.PublicKeyPEM())
 	opts.SessionStorage = b.sess
 	opts.UpdateHandler = gaps
 	opts.Middlewares = []telegram.Middleware{updhook.UpdateHook(gaps.Handle), updhook.AffectedHook(gaps)}
@@ -94,7 +101,10 @@ func (b *testBot) start(s *faketg.Server) {
 			return gaps.Run(ctx, b.api, self.ID, updates.AuthOptions{IsBot: true})
 		})
 	}()
-	b.stop = func() {
+	var once sync.Once
+	var stop func()
+	b.stop = func() { once.Do(stop) }
+	stop = func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -110,6 +120,29 @@ func (b *testBot) start(s *faketg.Server) {
 	defer wcancel()
 	if err := s.WaitConnected(wctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clientOptions points a client at the fake the way the bot's
+// configuration does: a "host:port" DC address and a PEM public key.
+func clientOptions(t *testing.T, addr string, pemKey []byte) telegram.Options {
+	t.Helper()
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := crypto.ParseRSAPublicKeys(pemKey)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("parse PEM: %v (%d keys)", err, len(keys))
+	}
+	return telegram.Options{
+		DC:         2,
+		DCList:     dcs.List{Options: []tg.DCOption{{ID: 2, IPAddress: host, Port: port}}},
+		PublicKeys: []telegram.PublicKey{{RSA: keys[0]}},
 	}
 }
 
@@ -533,7 +566,7 @@ func TestCommandsAndProfile(t *testing.T) {
 		t.Fatalf("self after SetBotProfile: %+v", me)
 	}
 	if _, err := b.api.BotsSetBotCommands(ctx, &tg.BotsSetBotCommandsRequest{
-		Scope: &tg.BotCommandScopeDefault{},
+		Scope:    &tg.BotCommandScopeDefault{},
 		Commands: []tg.BotCommand{{Command: "help", Description: "Help"}, {Command: "settings", Description: "Settings"}},
 	}); err != nil {
 		t.Fatal(err)
@@ -543,5 +576,279 @@ func TestCommandsAndProfile(t *testing.T) {
 	}
 	if ev := waitKind(t, ctx, s, 0, faketg.Commands, nil); len(ev.Commands) != 2 {
 		t.Fatalf("commands event: %s", ev)
+	}
+}
+
+func TestFiles(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	b := newTestBot(t)
+	type got struct {
+		name string
+		data []byte
+		err  error
+	}
+	files := make(chan got, 2)
+	b.d.OnNewMessage(func(ctx context.Context, e tg.Entities, u *tg.UpdateNewMessage) error {
+		m, ok := u.Message.(*tg.Message)
+		if !ok || m.Out || m.Media == nil {
+			return nil
+		}
+		var (
+			loc  tg.InputFileLocationClass
+			name string
+		)
+		switch md := m.Media.(type) {
+		case *tg.MessageMediaDocument:
+			d := md.Document.(*tg.Document)
+			loc = &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}
+			for _, a := range d.Attributes {
+				if f, ok := a.(*tg.DocumentAttributeFilename); ok {
+					name = f.FileName
+				}
+			}
+		case *tg.MessageMediaPhoto:
+			p := md.Photo.(*tg.Photo)
+			loc = &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: "x"}
+			name = "photo"
+		}
+		var buf bytes.Buffer
+		_, err := downloader.NewDownloader().Download(b.api, loc).Stream(ctx, &buf)
+		files <- got{name, buf.Bytes(), err}
+		return nil
+	})
+	b.start(s)
+	ctx := ctxT(t)
+
+	big := bytes.Repeat([]byte("0123456789abcdef"), 70000) // > 1 MiB: several getFile parts
+	if _, err := alice.In(alice.Private()).Document("big.log", "text/plain", big).Text(ctx, ".a wc -c big.log"); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-files; g.err != nil || g.name != "big.log" || !bytes.Equal(g.data, big) {
+		t.Fatalf("document: %q %d bytes, %v", g.name, len(g.data), g.err)
+	}
+	jpeg := []byte("\xff\xd8\xff\xe0 fake jpeg")
+	if _, err := alice.In(alice.Private()).Photo(jpeg).Text(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-files; g.err != nil || !bytes.Equal(g.data, jpeg) {
+		t.Fatalf("photo: %d bytes, %v", len(g.data), g.err)
+	}
+
+	// The bot uploads a document and a photo.
+	peer := &tg.InputPeerUser{UserID: alice.ID, AccessHash: alice.AccessHash}
+	up := uploader.NewUploader(b.api)
+	out := bytes.Repeat([]byte("line\n"), 100000)
+	f, err := up.FromBytes(ctx, "output.txt", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &tg.MessagesSendMediaRequest{Peer: peer, Message: "✂️ The full output", RandomID: 9,
+		Media: &tg.InputMediaUploadedDocument{File: f, MimeType: "text/plain", ForceFile: true,
+			Attributes: []tg.DocumentAttributeClass{&tg.DocumentAttributeFilename{FileName: "output.txt"}}}}
+	req.SetReplyTo(&tg.InputReplyToMessage{ReplyToMsgID: 1})
+	if _, err := b.api.MessagesSendMedia(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitKind(t, ctx, s, 0, faketg.Upload, alice.Private())
+	if ev.Media == nil || ev.Media.Photo || ev.Media.Filename != "output.txt" || ev.Media.MIME != "text/plain" ||
+		!ev.Media.ForceFile || !bytes.Equal(ev.Media.Data, out) || ev.Text != "✂️ The full output" || ev.ReplyTo != 1 {
+		t.Fatalf("upload: %s", ev)
+	}
+	pf, err := up.FromBytes(ctx, "plot.jpg", jpeg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.api.MessagesSendMedia(ctx, &tg.MessagesSendMediaRequest{Peer: peer, RandomID: 10,
+		Media: &tg.InputMediaUploadedPhoto{File: pf}}); err != nil {
+		t.Fatal(err)
+	}
+	ev = waitKind(t, ctx, s, ev.Seq, faketg.Upload, alice.Private())
+	if ev.Media == nil || !ev.Media.Photo || !bytes.Equal(ev.Media.Data, jpeg) {
+		t.Fatalf("photo upload: %s", ev)
+	}
+	if m, ok := alice.Private().Message(ev.MsgID); !ok || m.Media == nil || !m.Out {
+		t.Fatalf("photo message: %+v", m)
+	}
+}
+
+func TestGroupsSupergroupsForums(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	bob := s.NewUser(faketg.UserOptions{})
+	g := s.NewGroup("ops")
+	sg := s.NewSupergroup("ops2")
+	f := s.NewForum("forum")
+	b := newTestBot(t)
+	reply := func(ctx context.Context, e tg.Entities, m *tg.Message) error {
+		if m.Out || m.Message == "" {
+			return nil
+		}
+		r := &tg.InputReplyToMessage{ReplyToMsgID: m.ID}
+		if h, ok := m.ReplyTo.(*tg.MessageReplyHeader); ok && h.ForumTopic {
+			top := h.ReplyToTopID
+			if top == 0 {
+				top = h.ReplyToMsgID
+			}
+			r.SetTopMsgID(top)
+		}
+		req := &tg.MessagesSendMessageRequest{Peer: inputPeer(e, m.PeerID), Message: "re: " + m.Message, RandomID: int64(m.ID)}
+		req.SetReplyTo(r)
+		_, err := b.api.MessagesSendMessage(ctx, req)
+		return err
+	}
+	b.d.OnNewMessage(func(ctx context.Context, e tg.Entities, u *tg.UpdateNewMessage) error {
+		if m, ok := u.Message.(*tg.Message); ok {
+			return reply(ctx, e, m)
+		}
+		return nil
+	})
+	b.d.OnNewChannelMessage(func(ctx context.Context, e tg.Entities, u *tg.UpdateNewChannelMessage) error {
+		if m, ok := u.Message.(*tg.Message); ok {
+			return reply(ctx, e, m)
+		}
+		return nil
+	})
+	b.start(s)
+	ctx := ctxT(t)
+
+	for _, c := range []*faketg.Chat{g, sg} {
+		in := send(t, ctx, alice, c, "in "+c.Title)
+		ev := waitKind(t, ctx, s, 0, faketg.Send, c)
+		if !ev.OK() || ev.Text != "re: in "+c.Title || ev.ReplyTo != in.ID {
+			t.Fatalf("%s: %s", c, ev)
+		}
+	}
+	// A reply to the bot's message, forwarded, by a non-admin.
+	prev := waitKind(t, ctx, s, 0, faketg.Send, sg)
+	seq := s.Seq()
+	in, err := bob.In(sg).Reply(prev.MsgID).Forwarded(alice).Text(ctx, "fwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := b.mustUpdate(ctx, newMessageWith("fwd")).(*tg.UpdateNewChannelMessage)
+	m := u.Message.(*tg.Message)
+	if h, ok := m.ReplyTo.(*tg.MessageReplyHeader); !ok || h.ReplyToMsgID != prev.MsgID || m.FwdFrom.FromID == nil || m.ID != in.ID {
+		t.Fatalf("forwarded reply: %+v", m)
+	}
+	waitKind(t, ctx, s, seq, faketg.Send, sg)
+
+	// Forum topics.
+	topic, err := f.NewTopic(ctx, "builds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq = s.Seq()
+	if _, err := alice.In(f).Topic(topic.ID).Text(ctx, "in topic"); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitKind(t, ctx, s, seq, faketg.Send, f)
+	if ev.TopMsgID != topic.ID || ev.Text != "re: in topic" {
+		t.Fatalf("topic reply: %s", ev)
+	}
+	if m, _ := f.Message(ev.MsgID); m.TopicID != topic.ID {
+		t.Fatalf("bot's message not in topic: %+v", m)
+	}
+
+	// Channel difference from an old pts serves the history.
+	diff, err := b.api.UpdatesGetChannelDifference(ctx, &tg.UpdatesGetChannelDifferenceRequest{
+		Channel: &tg.InputChannel{ChannelID: sg.ID, AccessHash: sg.AccessHash},
+		Filter:  &tg.ChannelMessagesFilterEmpty{}, Pts: 1, Limit: 100,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := diff.(*tg.UpdatesChannelDifference); !ok || len(d.NewMessages) != 3 || !d.Final {
+		t.Fatalf("channel difference: %+v", diff)
+	}
+	// A wrong access hash is refused.
+	_, err = b.api.MessagesSendMessage(ctx, &tg.MessagesSendMessageRequest{
+		Peer: &tg.InputPeerChannel{ChannelID: sg.ID, AccessHash: 1}, Message: "x", RandomID: 1})
+	if !tgerr.Is(err, "CHANNEL_INVALID") {
+		t.Fatalf("wrong access hash: %v", err)
+	}
+}
+
+func TestGuestQuery(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	other := s.NewChat(faketg.Group, faketg.ChatOptions{Title: "elsewhere", NoBot: true})
+	b := newTestBot(t)
+	b.d.OnBotGuestChatQuery(func(ctx context.Context, e tg.Entities, u *tg.UpdateBotGuestChatQuery) error {
+		m := u.Message.(*tg.Message)
+		refs := len(u.ReferenceMessages)
+		id, err := b.api.MessagesSetBotGuestChatResult(ctx, &tg.MessagesSetBotGuestChatResultRequest{
+			QueryID: u.QueryID,
+			Result: &tg.InputBotInlineResult{ID: "1", Type: "article",
+				SendMessage: &tg.InputBotInlineMessageText{Message: "⏳ Running… " + m.Message + " refs=" + strconv.Itoa(refs)}},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = b.api.MessagesEditInlineBotMessage(ctx, &tg.MessagesEditInlineBotMessageRequest{ID: id, Message: "done"})
+		return err
+	})
+	b.start(s)
+	ctx := ctxT(t)
+
+	ref := send(t, ctx, alice, other, "some context")
+	seq := s.Seq()
+	q, err := alice.Guest(ctx, other, "@shelljob_bot .a ls", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans, err := q.Answer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.InlineID == nil || ans.Chat != other {
+		t.Fatalf("answer: %+v", ans)
+	}
+	ev := waitKind(t, ctx, s, seq, faketg.InlineEdit, nil)
+	if ev.QueryID != q.ID || ev.Text != "done" || ev.Chat != other {
+		t.Fatalf("inline edit: %s", ev)
+	}
+	res := waitKind(t, ctx, s, seq, faketg.GuestResult, nil)
+	if res.Text != "⏳ Running… @shelljob_bot .a ls refs=1" {
+		t.Fatalf("guest result: %s", res)
+	}
+	if m, _ := s.GuestAnswer(q.ID); m.Text != "done" || m.Edits != 1 {
+		t.Fatalf("guest answer: %+v", m)
+	}
+	// Nothing in the chat the bot is not in reached it as a message.
+	if n := b.countUpdates(newMessageWith("some context")); n != 0 {
+		t.Fatalf("bot saw %d messages of a chat it is not in", n)
+	}
+}
+
+func TestRestartCatchesUp(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	other := s.NewChat(faketg.Group, faketg.ChatOptions{NoBot: true})
+	b := newTestBot(t)
+	b.start(s)
+	ctx := ctxT(t)
+	send(t, ctx, alice, alice.Private(), "one")
+	b.mustUpdate(ctx, newMessageWith("one"))
+
+	b.stop()
+	send(t, ctx, alice, alice.Private(), "two")
+	send(t, ctx, alice, alice.Private(), "three")
+	if _, err := alice.Guest(ctx, other, "@shelljob_bot .a uptime"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Same session and updates state, new process.
+	b2 := newTestBot(t)
+	b2.sess, b2.store = b.sess, b.store
+	b2.start(s)
+	b2.mustUpdate(ctx, newMessageWith("two"))
+	b2.mustUpdate(ctx, newMessageWith("three"))
+	b2.mustUpdate(ctx, func(u tg.UpdateClass) bool { _, ok := u.(*tg.UpdateBotGuestChatQuery); return ok })
+	if n := b2.countUpdates(newMessageWith("one")); n != 0 {
+		t.Fatalf("got %q again after restart", "one")
+	}
+	if diffs := s.Log().Method("updates.getDifference"); len(diffs) < 2 {
+		t.Fatalf("getDifference calls: %d", len(diffs))
 	}
 }

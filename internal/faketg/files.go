@@ -7,45 +7,76 @@ import (
 	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgerr"
 	"github.com/gotd/td/tgtest"
-	"github.com/gotd/td/tgtest/services/file"
 )
 
-// savePart serves upload.saveFilePart and upload.saveBigFilePart through
-// tgtest's file service, into s.files.
+// savePart serves upload.saveFilePart and upload.saveBigFilePart. Parts
+// may come in any order and the last one may be shorter, as on Telegram.
 func (s *Server) savePart(srv *tgtest.Server, req *tgtest.Request) error {
 	id, _ := req.Buf.PeekID()
+	var (
+		fileID int64
+		part   int
+		data   []byte
+	)
+	switch id {
+	case tg.UploadSaveFilePartRequestTypeID:
+		var r tg.UploadSaveFilePartRequest
+		if err := r.Decode(req.Buf); err != nil {
+			return err
+		}
+		fileID, part, data = r.FileID, r.FilePart, r.Bytes
+	default:
+		var r tg.UploadSaveBigFilePartRequest
+		if err := r.Decode(req.Buf); err != nil {
+			return err
+		}
+		fileID, part, data = r.FileID, r.FilePart, r.Bytes
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.call(methodName(id), nil)
-	s.mu.Unlock()
-	return s.fileService().OnMessage(srv, req)
+	switch {
+	case len(data) == 0:
+		return tgerr.New(400, "FILE_PART_EMPTY")
+	case len(data) > 512*1024:
+		return tgerr.New(400, "FILE_PART_TOO_BIG")
+	case part < 0 || part >= 8000:
+		return tgerr.New(400, "FILE_PART_INVALID")
+	}
+	parts := s.uploads[fileID]
+	if parts == nil {
+		parts = map[int][]byte{}
+		s.uploads[fileID] = parts
+	}
+	parts[part] = append([]byte(nil), data...)
+	return srv.SendBool(req, true)
 }
 
-func (s *Server) fileService() *file.Service {
-	return file.NewService(file.Config{Storage: s.files})
-}
-
-// uploadedLocked reads a file the bot uploaded. tgtest's file service
-// stores parts under "10_<file id>".
+// uploaded assembles a file the bot uploaded.
 func (s *Server) uploaded(in tg.InputFileClass) ([]byte, string, error) {
 	var (
 		fileID int64
+		n      int
 		name   string
 	)
 	switch f := in.(type) {
 	case *tg.InputFile:
-		fileID, name = f.ID, f.Name
+		fileID, n, name = f.ID, f.Parts, f.Name
 	case *tg.InputFileBig:
-		fileID, name = f.ID, f.Name
+		fileID, n, name = f.ID, f.Parts, f.Name
 	default:
 		return nil, "", tgerr.New(400, "FILE_PARTS_INVALID")
 	}
-	f, err := s.files.Open(fmt.Sprintf("10_%d", fileID))
-	if err != nil {
-		return nil, "", err
-	}
-	data := make([]byte, f.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
-		return nil, "", err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := s.uploads[fileID]
+	var data []byte
+	for i := 0; i < n; i++ {
+		p, ok := parts[i]
+		if !ok {
+			return nil, "", tgerr.New(400, fmt.Sprintf("FILE_PART_%d_MISSING", i))
+		}
+		data = append(data, p...)
 	}
 	return data, name, nil
 }

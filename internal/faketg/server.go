@@ -21,7 +21,6 @@ import (
 	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgtest"
 	"github.com/gotd/td/tgtest/services/config"
-	"github.com/gotd/td/tgtest/services/file"
 	"github.com/gotd/td/transport"
 )
 
@@ -35,7 +34,6 @@ type Server struct {
 	srv    *tgtest.Server
 	dc     *tgtest.Dispatcher // the DC's methods; falls back to common
 	common *tgtest.Dispatcher // help.getConfig and the unknown-method fallback
-	files  *file.InMemory     // upload.saveFilePart storage
 	cfg    tg.Config
 	cdnCfg tg.CDNConfig
 
@@ -79,9 +77,10 @@ type Server struct {
 	callbacks map[int64]*callbackRef
 	commands  []tg.BotCommand
 
-	media   map[int64]*Media    // files users sent, by document/photo ID
-	inline  map[int64]*Message  // guest answers by InputBotInlineMessageID64.ID
-	queries map[int64]*guestRef // guest queries by query ID
+	uploads map[int64]map[int][]byte // the bot's upload parts by file ID
+	media   map[int64]*Media         // files users sent, by document/photo ID
+	inline  map[int64]*Message       // guest answers by InputBotInlineMessageID64.ID
+	queries map[int64]*guestRef      // guest queries by query ID
 	faults  map[uint32][]fault
 }
 
@@ -108,7 +107,7 @@ func New(opts Options) (*Server, error) {
 		key:        tgtest.NewPrivateKey(key),
 		dc:         tgtest.NewDispatcher(),
 		common:     tgtest.NewDispatcher(),
-		files:      file.NewInMemory(),
+		uploads:    map[int64]map[int][]byte{},
 		changed:    make(chan struct{}),
 		authorized: map[[8]byte]bool{},
 		users:      map[int64]*User{},
