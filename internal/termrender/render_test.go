@@ -86,6 +86,9 @@ var renderCases = map[string]struct {
 		in: "👍🏽\bX", want: "👍X",
 	},
 	"tabs are one column": {in: "a\tb\rX", want: "X\tb"},
+	"an overwritten line left and come back to": {
+		in: "éa\rb\nxy\x1b[A\rZ\n\n\x1b[2A\x1b[K", want: "\nxy\n",
+	},
 	"combining marks are one column": {
 		in: "e\u0301a\rE", want: "E\u0301a",
 	},

@@ -45,9 +45,13 @@ type Renderer struct {
 	starts []int
 	// lastCols is how many columns the last line's text in buf takes.
 	lastCols int
-	over     map[int]*line
-	// lastOver is over's line for the last row, if it has one.
-	lastOver *line
+	// over holds the lines but the last that keep their text out of buf:
+	// lines that a cursor-up came back to.
+	over map[int]*line
+	// lastOver holds the last line's text while it is out of buf, having
+	// been overwritten. A newline that starts a new line puts the text back
+	// into buf, and keeps the line in spare to use again.
+	lastOver, spare *line
 	// active holds the lines that keep code points, at most activeLines.
 	active []*line
 	tick   uint64
@@ -97,34 +101,38 @@ func (r *Renderer) WriteString(s string) (int, error) {
 // here; the next write can still finish either.
 func (r *Renderer) String() string {
 	r.init()
-	if len(r.over) == 0 && r.nheld == 0 {
+	if len(r.over) == 0 && r.lastOver == nil && r.nheld == 0 {
 		return string(r.buf)
 	}
-	rows := make([]int, 0, len(r.over)+1)
+	last := len(r.starts) - 1
+	rows := make([]int, 0, len(r.over)+2)
 	size := len(r.buf)
 	for row, ln := range r.over {
 		rows = append(rows, row)
+		size += len(ln.rs)*utf8.UTFMax + len(ln.rest)
+	}
+	slices.Sort(rows)
+	if ln := r.lastOver; ln != nil {
+		rows = append(rows, last)
 		size += len(ln.rs)*utf8.UTFMax + len(ln.rest)
 	}
 	var cursor []byte
 	if r.nheld > 0 {
 		cursor = r.withHeld()
 		size += len(cursor)
-		if r.over[r.row] == nil {
-			rows = append(rows, r.row)
+		if i, found := slices.BinarySearch(rows, r.row); !found {
+			rows = slices.Insert(rows, i, r.row)
 		}
 	}
-	slices.Sort(rows)
 	var sb strings.Builder
 	sb.Grow(size)
-	last := len(r.starts) - 1
 	prev := 0
 	for _, row := range rows {
 		sb.Write(r.buf[prev:r.starts[row]])
 		if row == r.row && r.nheld > 0 {
 			sb.Write(cursor)
 		} else {
-			r.over[row].writeTo(&sb)
+			r.lineAt(row).writeTo(&sb)
 		}
 		if row < last {
 			prev = r.starts[row+1] - 1
@@ -457,10 +465,17 @@ func (r *Renderer) newline() {
 	r.row++
 	r.col = 0
 	if r.row == len(r.starts) {
+		if ln := r.lastOver; ln != nil {
+			r.buf = append(appendText(r.buf, ln.rs), ln.rest...)
+			if ln.active {
+				r.active = slices.DeleteFunc(r.active, func(a *line) bool { return a == ln })
+			}
+			*ln = line{rs: ln.rs[:0], rest: ln.rest[:0]}
+			r.lastOver, r.spare = nil, ln
+		}
 		r.buf = append(r.buf, '\n')
 		r.starts = append(r.starts, len(r.buf))
 		r.lastCols = 0
-		r.lastOver = nil
 	}
 }
 
@@ -602,20 +617,24 @@ func (r *Renderer) lineAt(row int) *line {
 
 // overLine moves the text of row out of buf into a line of its own.
 func (r *Renderer) overLine(row int) *line {
-	if r.over == nil {
-		r.over = make(map[int]*line)
-	}
-	ln := &line{restCols: -1}
 	start := r.starts[row]
 	if row == len(r.starts)-1 {
-		ln.rest = slices.Clone(r.buf[start:])
+		ln := r.spare
+		if ln == nil {
+			ln = &line{}
+		}
+		r.spare = nil
+		ln.rest = append(ln.rest[:0], r.buf[start:]...)
 		ln.restCols = r.lastCols
 		r.buf = r.buf[:start]
 		r.lastCols = 0
 		r.lastOver = ln
-	} else {
-		ln.rest = slices.Clone(r.buf[start : r.starts[row+1]-1])
+		return ln
 	}
+	if r.over == nil {
+		r.over = make(map[int]*line)
+	}
+	ln := &line{rest: slices.Clone(r.buf[start : r.starts[row+1]-1]), restCols: -1}
 	r.over[row] = ln
 	return ln
 }
