@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/gotd/td/bin"
+	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgerr"
 )
 
@@ -76,3 +77,12 @@ func (s *Server) takeFaultLocked(method uint32, req bin.Object) *tgerr.Error {
 	}
 	return nil
 }
+
+// MethodID is the request TypeID of a method by its TL name, such as
+// "messages.editMessage", for FailNext.
+func MethodID(name string) (uint32, bool) {
+	id, ok := typeIDs[name]
+	return id, ok
+}
+
+var typeIDs = tg.NamesMap()
