@@ -37,6 +37,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/faketg/echobot"
 )
 
 type config struct {
@@ -51,6 +52,7 @@ type config struct {
 	exitOnEOF         bool
 	verbose           bool
 	shortUpdates      bool
+	echoBot           bool
 }
 
 func main() {
@@ -68,6 +70,7 @@ func main() {
 	flag.BoolVar(&c.exitOnEOF, "exit-on-eof", false, "exit at the end of stdin instead of serving until interrupted")
 	flag.BoolVar(&c.verbose, "v", false, "print every call of the bot and the server's logs")
 	flag.BoolVar(&c.shortUpdates, "short-updates", false, "deliver private text as updateShortMessage")
+	flag.BoolVar(&c.echoBot, "echo-bot", false, "also run a small echo bot (internal/faketg/echobot) against the fake, to try it without the real bot")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -130,6 +133,22 @@ func run(ctx context.Context, c config, in io.Reader, out io.Writer) error {
 		if err := os.WriteFile(c.addrOut, []byte(s.Addr()+"\n"), 0o644); err != nil {
 			return err
 		}
+	}
+
+	if c.echoBot {
+		bctx, bcancel := context.WithCancel(ctx)
+		botDone := make(chan struct{})
+		go func() {
+			defer close(botDone)
+			err := echobot.Run(bctx, echobot.Config{Addr: s.Addr(), PublicKeyPEM: s.PublicKeyPEM(), DC: s.DC(), Token: c.token})
+			if err != nil && bctx.Err() == nil {
+				lg.Error("Echo bot stopped", zap.Error(err))
+			}
+		}()
+		defer func() {
+			bcancel()
+			<-botDone
+		}()
 	}
 
 	ch := newChat(s, c, out)
@@ -281,6 +300,7 @@ const help = `Commands (TEXT alone is sent as you in the current chat):
   /log                 show every call of the bot
   /wait REGEX [DUR]    wait until the bot shows text matching REGEX (default 60s)
   /sleep DUR           pause (scripts)
+  /waitbot [DUR]       wait until the bot is connected (default 60s)
   /help
 `
 
@@ -445,6 +465,20 @@ func (c *chat) command(ctx context.Context, line string) error {
 		}
 	case "/wait":
 		return c.wait(ctx, rest)
+	case "/waitbot":
+		d := time.Minute
+		if v := strings.TrimSpace(rest); v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		if err := c.s.WaitConnected(wctx); err != nil {
+			return err
+		}
+		c.printf("the bot is connected\n")
 	default:
 		return fmt.Errorf("unknown command %s; /help lists them", cmd)
 	}
@@ -479,6 +513,9 @@ func (c *chat) send(ctx context.Context, b *faketg.SendBuilder, text string) err
 		extra += fmt.Sprintf(" [file %s, %d bytes]", m.Media.Filename, len(m.Media.Data))
 	}
 	c.printf("you #%d in %s%s: %s\n", m.ID, m.Chat, extra, indent(text))
+	if !c.s.Connected() {
+		c.printf("  (the bot is not connected: it gets this through updates.getDifference only if it kept its updates state)\n")
+	}
 	return nil
 }
 
