@@ -107,6 +107,10 @@ func (b *Bot) SetTelegram(t Telegram) { b.tg = t }
 // Registry returns the bot's job registry.
 func (b *Bot) Registry() *jobs.Registry { return b.registry }
 
+// shuttingDown tells whether a shutdown has begun: new jobs are then
+// created stopped, so their commands never run.
+func (b *Bot) shuttingDown() bool { return b.registry.Closed() }
+
 // Start sets the context of the jobs' pumps and picks up the jobs a
 // previous run left undelivered: their previews come back and their finals
 // are delivered. Cancelling ctx abandons the pumps (the disconnect).

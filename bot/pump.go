@@ -118,6 +118,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 		},
 		Hold: len(files) > 0,
 	}
+	b.stopIfShuttingDown(&spec)
 	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
 	if err != nil {
 		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
@@ -126,6 +127,14 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	r := &run{b: b, job: j, prefs: b.prefs(ctx, m.From), note: note, cmdMsg: m.ID, files: files}
 	b.launch(r)
 	return nil
+}
+
+// stopIfShuttingDown creates a job that arrives during a shutdown stopped,
+// so its command never runs; its final still goes out.
+func (b *Bot) stopIfShuttingDown(spec *shellv1alpha1.ShellJobSpec) {
+	if b.shuttingDown() {
+		spec.Stop, spec.StopReason = true, shellv1alpha1.StopReasonShutdown
+	}
 }
 
 // newJob registers the job of sj.
@@ -191,6 +200,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 			GuestQuery: strconv.FormatInt(q.QueryID, 10),
 		},
 	}
+	b.stopIfShuttingDown(&spec)
 	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
 	if err != nil {
 		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
@@ -394,9 +404,10 @@ func (r *run) open(ctx context.Context) {
 	}
 	if mode == settings.Drafts {
 		id := rand.Int64N(1<<62) + 1
+		// Known before it shows, so that its Stop finds the job.
+		r.job.SetPreview(0, id)
 		if err := b.tg.Draft(ctx, chat, id, text); err == nil {
 			r.kind = draftPreview
-			r.job.SetPreview(0, id)
 			r.note.Draft = id
 			r.pacer = pace.New(b.cfg.Clock, pace.Draft, start)
 			r.pacer.Done(true)
@@ -404,6 +415,7 @@ func (r *run) open(ctx context.Context) {
 			r.annotatePreview(ctx)
 			return
 		} else {
+			r.job.SetPreview(0, 0)
 			b.cfg.Log.V(1).Info("Draft refused; using an edited message", "job", r.job.Name, "error", err.Error())
 		}
 	}

@@ -240,6 +240,13 @@ func (r *Registry) Register(j *Job) {
 	}
 }
 
+// Closed tells whether StopAll has closed the registry.
+func (r *Registry) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
 // Finish forgets j once everything of it is delivered.
 func (r *Registry) Finish(j *Job) {
 	r.mu.Lock()

@@ -109,6 +109,13 @@ func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, ann
 		Spec:   spec,
 		Status: shellv1alpha1.ShellJobStatus{Number: c.next, Phase: shellv1alpha1.PhaseQueued},
 	}
+	if spec.Stop {
+		// Created stopped: it never runs.
+		j.obj.Status.Phase = shellv1alpha1.PhaseStopped
+		now := metav1.Now()
+		j.obj.Status.CompletionTime = &now
+		j.spool.close()
+	}
 	if j.obj.Annotations == nil {
 		j.obj.Annotations = map[string]string{}
 	}

@@ -165,6 +165,7 @@ func register(d tg.UpdateDispatcher, b *bot.Bot, log logr.Logger) {
 	})
 	d.OnUserTyping(func(ctx context.Context, _ tg.Entities, u *tg.UpdateUserTyping) error {
 		if a, ok := u.Action.(*tg.SendMessageStopDraftAction); ok {
+			log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
 			b.HandleDraftStop(ctx, u.UserID, a.RandomID)
 		}
 		return nil

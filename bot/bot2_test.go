@@ -1,0 +1,331 @@
+package bot_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotd/td/tg"
+
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/internal/faketg"
+)
+
+// preview waits for the edited preview that replies to msg.
+func (e *env) preview(since int, chat *faketg.Chat, msg int) faketg.Event {
+	e.t.Helper()
+	return e.wait(since, "the preview", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Send && ev.Chat == chat && ev.ReplyTo == msg && strings.HasSuffix(ev.Text, "▌") && ev.OK()
+	})
+}
+
+func (e *env) finalEdit(since int, id int) faketg.Event {
+	e.t.Helper()
+	return e.wait(since, "the final edit", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Edit && ev.MsgID == id && !strings.HasSuffix(ev.Text, "▌") && ev.OK()
+	})
+}
+
+func TestStopButton(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo tick; sleep 30")
+	pv := e.preview(since, e.group, m.ID)
+
+	ans, err := e.other.Press(e.ctx, e.group, pv.MsgID, []byte("shk:1"))
+	if err != nil || ans.Text != "Only the bot's admins can do that." {
+		t.Errorf("non-admin press = %q %v", ans.Text, err)
+	}
+	for data, want := range map[string]string{
+		"shk:x1":  "That button is out of date.",
+		"shk:":    "That button is out of date.",
+		"zzz":     "That button is out of date.",
+		"shk:99":  "#99 has already ended.",
+		"shs:x:y": "That button is out of date; send /settings for a new panel.",
+	} {
+		ans, err := e.admin.Press(e.ctx, e.group, pv.MsgID, []byte(data))
+		if err != nil || ans.Text != want {
+			t.Errorf("press %q = %q %v, want %q", data, ans.Text, err, want)
+		}
+	}
+	// The button of another message (not the preview) stops nothing.
+	if ans, _ := e.admin.Press(e.ctx, e.group, m.ID, []byte("shk:1")); ans.Text != "#1 has already ended." {
+		t.Errorf("press on the command = %q", ans.Text)
+	}
+	ans, err = e.admin.Press(e.ctx, e.group, pv.MsgID, []byte("shk:1"))
+	if err != nil || ans.Text != "⏹ Stopping #1…" {
+		t.Errorf("press = %q %v", ans.Text, err)
+	}
+	ans, _ = e.admin.Press(e.ctx, e.group, pv.MsgID, []byte("shk:1"))
+	if ans.Text != "#1 is already stopping." && ans.Text != "#1 has already ended." {
+		t.Errorf("second press = %q", ans.Text)
+	}
+	fin := e.finalEdit(pv.Seq, pv.MsgID)
+	if fin.Text != "tick\n\n⏹ Stopped (exit 130)." || fin.HasMarkup {
+		t.Errorf("final = %q markup %v", fin.Text, fin.HasMarkup)
+	}
+}
+
+func TestDraftStop(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	chat := e.admin.Private()
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, ".a echo go; sleep 30")
+	d := e.wait(since, "the draft", func(ev faketg.Event) bool { return ev.Kind == faketg.Draft && ev.OK() })
+	// A spoofed draft id stops nothing.
+	if err := e.admin.StopDraft(e.ctx, faketg.DraftInfo{RandomID: 12345}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.StopDraft(e.ctx, *d.Draft); err != nil {
+		t.Fatal(err)
+	}
+	fin := e.wait(d.Seq, "the final", sendTo(chat, m.ID))
+	if fin.Text != "go\n\n⏹ Stopped (exit 130)." {
+		t.Errorf("final = %q", fin.Text)
+	}
+}
+
+func TestDraftRefusedFallsBackToEdits(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	chat := e.admin.Private()
+	chat.AllowDrafts(false)
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, ".a echo x; sleep 2.5")
+	pv := e.preview(since, chat, m.ID)
+	if len(pv.Buttons) != 1 {
+		t.Errorf("fallback preview has no Stop button")
+	}
+	if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "x" {
+		t.Errorf("final = %q", fin.Text)
+	}
+}
+
+func TestLongOutputFile(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	// Quick: no preview, the .txt file alone.
+	m := e.send(e.admin, e.group, ".a seq 1 2000")
+	up := e.wait(since, "the file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+	if up.Media == nil || up.Media.Filename != "output.txt" || !strings.HasSuffix(string(up.Media.Data), "1999\n2000") {
+		t.Errorf("file = %+v", up.Media)
+	}
+	// With a preview: it becomes the end under the scissors line.
+	m = e.send(e.admin, e.group, ".a sleep 2.5; seq 1 2000")
+	pv := e.preview(since, e.group, m.ID)
+	fin := e.finalEdit(pv.Seq, pv.MsgID)
+	if !strings.HasPrefix(fin.Text, "✂️ The full output is in the file below.\n\n") || !strings.HasSuffix(fin.Text, "2000") {
+		t.Errorf("final = %.80q…", fin.Text)
+	}
+	e.wait(fin.Seq, "the file under it", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == pv.MsgID && ev.OK() })
+}
+
+func TestNewReplyModeAndDeleteFailure(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_ = e.store.Set(e.ctx, e.admin.ID, settings.Defaults.Apply(settings.Change{Setting: settings.Final, Value: "reply"}))
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a sleep 2.5; echo done")
+	pv := e.preview(since, e.group, m.ID)
+	fin := e.wait(pv.Seq, "the new reply", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Send && ev.ReplyTo == m.ID && ev.Text == "done"
+	})
+	e.wait(fin.Seq, "the delete", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Delete && len(ev.MsgIDs) == 1 && ev.MsgIDs[0] == pv.MsgID
+	})
+	// A preview that cannot be deleted says where the output went.
+	e.srv.FailNext(tg.ChannelsDeleteMessagesRequestTypeID, 1, faketg.RPCError("MESSAGE_DELETE_FORBIDDEN"))
+	since = e.srv.Seq()
+	m = e.send(e.admin, e.group, ".a sleep 2.5; echo again")
+	pv = e.preview(since, e.group, m.ID)
+	if ev := e.finalEdit(pv.Seq, pv.MsgID); ev.Text != "Finished; output below." || ev.HasMarkup {
+		t.Errorf("undeletable preview = %q", ev.Text)
+	}
+}
+
+func TestEditFailureSendsAnew(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a sleep 2.5; echo out")
+	pv := e.preview(since, e.group, m.ID)
+	e.srv.FailNext(tg.MessagesEditMessageRequestTypeID, 5, faketg.RPCError("MESSAGE_ID_INVALID"))
+	fin := e.wait(pv.Seq, "the final anew", sendTo(e.group, m.ID))
+	if fin.Text != "out" {
+		t.Errorf("final = %q", fin.Text)
+	}
+	e.wait(fin.Seq, "the preview removed", func(ev faketg.Event) bool { return ev.Kind == faketg.Delete })
+}
+
+func TestSettingsPanel(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	chat := e.admin.Private()
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, "/settings")
+	panel := e.wait(since, "the panel", sendTo(chat, m.ID))
+	if !strings.Contains(panel.Text, "Telegram for Android disables the send button") || len(panel.Buttons) != 4 {
+		t.Errorf("panel = %q, %d rows", panel.Text, len(panel.Buttons))
+	}
+	ans, err := e.admin.Press(e.ctx, chat, panel.MsgID, []byte("shs:groups:drafts"))
+	if err != nil || ans.Text != "Groups: Drafts." {
+		t.Errorf("toast = %q %v", ans.Text, err)
+	}
+	e.wait(ans.Event.Seq, "the redraw", func(ev faketg.Event) bool { return ev.Kind == faketg.Edit && ev.MsgID == panel.MsgID })
+	if p, _ := e.store.Get(e.ctx, e.admin.ID); p.StreamGroups != settings.Drafts {
+		t.Errorf("not saved: %+v", p)
+	}
+	if ans, _ := e.other.Press(e.ctx, chat, panel.MsgID, []byte("shs:render:off")); ans.Text != "Only the bot's admins can do that." {
+		t.Errorf("non-admin toast = %q", ans.Text)
+	}
+	m = e.send(e.admin, chat, "/settings  RENDER\n off")
+	if ev := e.wait(since, "text form", sendTo(chat, m.ID)); !strings.Contains(ev.Text, "Renderer: Off") {
+		t.Errorf("after text form: %q", ev.Text)
+	}
+	m = e.send(e.admin, chat, "/settings render maybe")
+	if ev := e.wait(since, "usage", sendTo(chat, m.ID)); !strings.HasPrefix(ev.Text, "Usage: /settings") {
+		t.Errorf("usage = %q", ev.Text)
+	}
+	m = e.send(e.admin, e.group, "/settings@shelljob_bot")
+	if ev := e.wait(since, "group pointer", sendTo(e.group, m.ID)); !strings.Contains(ev.Text, "private chat") {
+		t.Errorf("group = %q", ev.Text)
+	}
+	e.store.SetFail(errors.New("lock timed out"))
+	m = e.send(e.admin, chat, "/settings final reply")
+	if ev := e.wait(since, "save failure", sendTo(chat, m.ID)); ev.Text != "Could not save that setting; try again." {
+		t.Errorf("save failure = %q", ev.Text)
+	}
+	if ans, _ := e.admin.Press(e.ctx, chat, panel.MsgID, []byte("shs:final:reply")); ans.Text != "Could not save that setting; try again." {
+		t.Errorf("save failure toast = %q", ans.Text)
+	}
+}
+
+func TestGuestShell(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	guest := e.srv.NewChat(faketg.Supergroup, faketg.ChatOptions{NoBot: true})
+	q, err := e.other.Guest(e.ctx, guest, "@shelljob_bot .a echo hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := q.Answer(e.ctx); err != nil || m.Text != "Not available here." {
+		t.Errorf("non-admin guest = %q %v", m.Text, err)
+	}
+	since := e.srv.Seq()
+	q, err = e.admin.Guest(e.ctx, guest, "@shelljob_bot .a echo one; sleep 2.5; echo two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := q.Answer(e.ctx); err != nil || m.Text != "⏳ Running…" {
+		t.Errorf("guest answer = %q %v", m.Text, err)
+	}
+	pv := e.wait(since, "the guest preview", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.InlineEdit && strings.HasSuffix(ev.Text, "▌")
+	})
+	if !strings.HasPrefix(pv.Text, "⏳ #1 · @shelljob_bot .k to stop\n\none\n") {
+		t.Errorf("guest preview = %q", pv.Text)
+	}
+	fin := e.wait(pv.Seq, "the guest final", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.InlineEdit && !strings.HasSuffix(ev.Text, "▌")
+	})
+	if fin.Text != "one\ntwo\n\nexit 0" {
+		t.Errorf("guest final = %q", fin.Text)
+	}
+	// @bot .k stops the caller's own guest job.
+	q, _ = e.admin.Guest(e.ctx, guest, "@shelljob_bot .a sleep 30")
+	if _, err := q.Answer(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := e.admin.Guest(e.ctx, guest, "@shelljob_bot .k")
+	if m, _ := k.Answer(e.ctx); m.Text != "⏹ Stopping #2…" {
+		t.Errorf("@bot .k = %q", m.Text)
+	}
+	k, _ = e.admin.Guest(e.ctx, guest, "@shelljob_bot .k 1 2")
+	if m, _ := k.Answer(e.ctx); m.Text != "Usage: @shelljob_bot .k (alone or as a reply), @shelljob_bot .k N, @shelljob_bot .k all, @shelljob_bot .k ls" {
+		t.Errorf("guest usage = %q", m.Text)
+	}
+	e.wait(since, "the stopped guest final", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.InlineEdit && strings.HasSuffix(ev.Text, "exit 130\n⏹ Stopped")
+	})
+}
+
+func TestShutdownStopsJobs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo up; sleep 30")
+	pv := e.preview(since, e.group, m.ID)
+	done := make(chan int)
+	go func() { done <- e.bot.Shutdown() }()
+	fin := e.finalEdit(pv.Seq, pv.MsgID)
+	if fin.Text != "up\n\n⏹ Stopped: the bot is going offline (exit 130)." {
+		t.Errorf("shutdown final = %q", fin.Text)
+	}
+	if left := <-done; left != 0 {
+		t.Errorf("%d jobs left", left)
+	}
+	// A job arriving after the shutdown began is stopped before it runs.
+	m = e.send(e.admin, e.group, ".a echo never")
+	if ev := e.wait(pv.Seq, "the dropped final", sendTo(e.group, m.ID)); ev.Text != "⏹ Stopped before it ran: the bot is going offline." {
+		t.Errorf("late job = %q", ev.Text)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a printf 'a\\000b\\377c\\n'")
+	if ev := e.wait(since, "binary output", sendTo(e.group, m.ID)); ev.Text != `a\x00b\xffc` {
+		t.Errorf("binary final = %q", ev.Text)
+	}
+	long := ".a echo " + strings.Repeat("x", 4088)
+	m = e.send(e.admin, e.group, long)
+	up := e.wait(since, "4096-char command", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID })
+	if up.Media == nil || string(up.Media.Data) != strings.Repeat("x", 4088) {
+		t.Errorf("long command's file = %+v", up.Media)
+	}
+	m = e.send(e.admin, e.group, ".a echo a\x00b")
+	if ev := e.wait(since, "NUL command", sendTo(e.group, m.ID)); ev.Text != "The command holds a NUL byte, which a shell cannot run." {
+		t.Errorf("NUL command = %q", ev.Text)
+	}
+}
+
+func TestFloodOfCommands(t *testing.T) {
+	e := newEnv(t, envOptions{workers: 8})
+	since := e.srv.Seq()
+	var ids []int
+	for i := range 50 {
+		ids = append(ids, e.send(e.admin, e.group, fmt.Sprintf(".a echo job%d", i)).ID)
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, id := range ids {
+		ev := e.wait(since, fmt.Sprintf("final %d", i), sendTo(e.group, id))
+		if ev.Text != fmt.Sprintf("job%d", i) {
+			t.Errorf("final %d = %q", i, ev.Text)
+		}
+	}
+}
+
+func TestStreamingOff(t *testing.T) {
+	e := newEnv(t, envOptions{streamingOff: true})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a printf '10%%\\r50%%\\n'; sleep 2.5")
+	fin := e.wait(since, "the one final", sendTo(e.group, m.ID))
+	if fin.Text != "10%\r50%" {
+		t.Errorf("final = %q (no renderer when off)", fin.Text)
+	}
+	if l := e.srv.Log().After(since).Of(faketg.Edit, faketg.Draft); len(l) != 0 {
+		t.Errorf("previews with streaming off: %v", l)
+	}
+}
+
+func TestRestartPool(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	e.send(e.admin, e.group, ".a sleep 30")
+	e.send(e.admin, e.admin.Private(), ".a sleep 30")
+	time.Sleep(500 * time.Millisecond)
+	m := e.send(e.admin, e.group, "@shelljob_bot .x")
+	ev := e.wait(since, ".x reply", sendTo(e.group, m.ID))
+	want := "Restarted the shell pool.\n1 command is queued or running on an old pool; .k stops it.\n1 command in another chat is queued or running on an old pool; .k in that chat stops it."
+	if ev.Text != want {
+		t.Errorf(".x = %q", ev.Text)
+	}
+	e.bot.Shutdown()
+}
