@@ -43,5 +43,8 @@
 // so a write, an overwrite after '\r' or '\b' and an erase cost what they
 // change, not the length of the line. Up to 16 such lines stay in that form,
 // so a progress display redrawn under a long line never copies that line
-// again.
+// again. Only the padding grows faster than the input, as in the reference:
+// a cursor-up from the end of a long line and one character pad the line
+// above to that column, so a contrived output can render far larger than it
+// is.
 package termrender

@@ -653,7 +653,7 @@ func (r *Renderer) split(ln *line, c int) {
 		ch := rune(ln.rest[i])
 		size := 1
 		if ch >= utf8.RuneSelf {
-			ch, size = utf8.DecodeRune(ln.rest[i:])
+			ch, size = decodeValid(ln.rest[i:])
 		}
 		ln.rs = append(ln.rs, ch)
 		i += size
@@ -748,7 +748,7 @@ func putRunes(rs []rune, col int, p []byte) []rune {
 		c := rune(p[0])
 		size := 1
 		if c >= utf8.RuneSelf {
-			c, size = utf8.DecodeRune(p)
+			c, size = decodeValid(p)
 		}
 		p = p[size:]
 		if i < len(rs) {
@@ -767,7 +767,7 @@ func appendRunes(rs []rune, p []byte) []rune {
 		c := rune(p[0])
 		size := 1
 		if c >= utf8.RuneSelf {
-			c, size = utf8.DecodeRune(p)
+			c, size = decodeValid(p)
 		}
 		rs = append(rs, c)
 		p = p[size:]
@@ -785,6 +785,20 @@ func appendText(b []byte, rs []rune) []byte {
 		}
 	}
 	return b
+}
+
+// decodeValid decodes the character at the start of p, which is UTF-8 and
+// does not start with ASCII: the renderer keeps only valid UTF-8, so this
+// needs none of utf8.DecodeRune's checks.
+func decodeValid(p []byte) (rune, int) {
+	switch c := rune(p[0]); {
+	case c < 0xE0:
+		return c&0x1F<<6 | rune(p[1])&0x3F, 2
+	case c < 0xF0:
+		return c&0x0F<<12 | rune(p[1])&0x3F<<6 | rune(p[2])&0x3F, 3
+	default:
+		return c&0x07<<18 | rune(p[1])&0x3F<<12 | rune(p[2])&0x3F<<6 | rune(p[3])&0x3F, 4
+	}
 }
 
 // runeCount returns how many characters p, UTF-8 text, holds: its bytes but
