@@ -20,7 +20,7 @@ job's output shows in Telegram, in its preview and its final.
 With --aligned, it first drops everything up to the first newline, as a
 preview does with a tail cut from a longer output, unless only blanks follow.
 
-It reads UTF-8 and writes UTF-8; a byte that is not UTF-8 becomes U+FFFD.`
+It reads UTF-8 and writes UTF-8: bytes that are not UTF-8 show as U+FFFD.`
 
 	renderExample = `  # Show the last frame of a download's progress.
   curl -o /dev/null https://example.com/big 2>&1 | kubectl shelljob render

@@ -73,8 +73,8 @@ func (s Stream) String() string {
 	return fmt.Sprintf("Stream(%d)", int(s))
 }
 
-// An Output keeps what a command wrote so far. Its methods are safe for
-// concurrent use.
+// An Output keeps what a command wrote so far. Make one with New. Its
+// methods are safe for concurrent use.
 type Output struct {
 	changed chan struct{}
 
@@ -104,8 +104,8 @@ func New(opts Options) *Output {
 	return o
 }
 
-// Write adds p to stream s. It keeps no reference to p, and wakes a reader
-// of Changed if anything was kept.
+// Write adds p to stream s, Stdout or Stderr. It keeps no reference to p,
+// and wakes a reader of Changed if anything was kept.
 func (o *Output) Write(s Stream, p []byte) {
 	if s != Stdout && s != Stderr {
 		panic(fmt.Sprintf("liveoutput: write to %v", s))
