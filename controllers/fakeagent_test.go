@@ -1,0 +1,246 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// fakeAgent is an in-process agentapi.Client for the envtest suites: there
+// is no kubelet in envtest, so no agent either. Commands act out a script
+// read from their text:
+//   - "exit N" exits N at once;
+//   - a command with "sleep" runs until signalled: SIGINT ends it with
+//     130, unless it has "trap '' INT"; SIGTERM with 143, unless it has
+//     "trap '' INT TERM"; SIGKILL with 137;
+//   - any other command exits 0 at once.
+//
+// Tests can also end a job with exit, break a pod's streams, and make
+// Start fail.
+type fakeAgent struct {
+	mu       sync.Mutex
+	pods     map[types.NamespacedName]*fakePod
+	pgid     int
+	failNext int
+	// calls logs Start and Signal calls, as "start pod job" and
+	// "signal pod job SIG".
+	calls []string
+}
+
+type fakePod struct {
+	jobs    map[string]*fakeJob
+	order   []string
+	streams map[int]*fakeStream
+	next    int
+}
+
+type fakeStream struct {
+	handle func(agentapi.Event)
+	broken chan struct{}
+}
+
+type fakeJob struct {
+	req       agentapi.StartRequest
+	pgid      int
+	startedAt time.Time
+	exited    bool
+	code      int
+	exitedAt  time.Time
+}
+
+var exitCmd = regexp.MustCompile(`^exit (\d+)$`)
+
+func newFakeAgent() *fakeAgent {
+	return &fakeAgent{pods: map[types.NamespacedName]*fakePod{}, pgid: 100}
+}
+
+func (a *fakeAgent) pod(key types.NamespacedName) *fakePod {
+	p, ok := a.pods[key]
+	if !ok {
+		p = &fakePod{jobs: map[string]*fakeJob{}, streams: map[int]*fakeStream{}}
+		a.pods[key] = p
+	}
+	return p
+}
+
+// emit sends ev to the pod's streams; call without a.mu.
+func (a *fakeAgent) emit(key types.NamespacedName, ev agentapi.Event) {
+	a.mu.Lock()
+	var handlers []func(agentapi.Event)
+	for _, s := range a.pod(key).streams {
+		handlers = append(handlers, s.handle)
+	}
+	a.mu.Unlock()
+	for _, h := range handlers {
+		h(ev)
+	}
+}
+
+func (j *fakeJob) events() []agentapi.Event {
+	evs := []agentapi.Event{{Type: agentapi.EventStarted, Job: j.req.Job, Time: j.startedAt, PGID: j.pgid}}
+	if j.exited {
+		evs = append(evs, j.exitEvent())
+	}
+	return evs
+}
+
+func (j *fakeJob) exitEvent() agentapi.Event {
+	code := j.code
+	return agentapi.Event{Type: agentapi.EventExited, Job: j.req.Job, Time: j.exitedAt, PGID: j.pgid,
+		ExitCode: &code, OutputBytes: int64(len(j.req.Command))}
+}
+
+func (a *fakeAgent) Start(_ context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
+	a.mu.Lock()
+	if a.failNext > 0 {
+		a.failNext--
+		a.mu.Unlock()
+		return agentapi.StartResponse{}, errors.New("exec: connection refused")
+	}
+	p := a.pod(pod)
+	if j, ok := p.jobs[req.Job]; ok {
+		a.mu.Unlock()
+		return agentapi.StartResponse{PGID: j.pgid, StartedAt: j.startedAt}, nil
+	}
+	a.pgid++
+	j := &fakeJob{req: req, pgid: a.pgid, startedAt: time.Now()}
+	p.jobs[req.Job] = j
+	p.order = append(p.order, req.Job)
+	a.calls = append(a.calls, fmt.Sprintf("start %s %s", pod.Name, req.Job))
+	a.mu.Unlock()
+
+	a.emit(pod, agentapi.Event{Type: agentapi.EventStarted, Job: req.Job, Time: j.startedAt, PGID: j.pgid})
+	if m := exitCmd.FindStringSubmatch(req.Command); m != nil {
+		code, _ := strconv.Atoi(m[1])
+		go a.exit(pod, req.Job, code)
+	} else if !strings.Contains(req.Command, "sleep") {
+		go a.exit(pod, req.Job, 0)
+	}
+	return agentapi.StartResponse{PGID: j.pgid, StartedAt: j.startedAt}, nil
+}
+
+// exit ends a job with code, as its command would.
+func (a *fakeAgent) exit(pod types.NamespacedName, job string, code int) {
+	time.Sleep(10 * time.Millisecond)
+	a.mu.Lock()
+	j, ok := a.pod(pod).jobs[job]
+	if !ok || j.exited {
+		a.mu.Unlock()
+		return
+	}
+	j.exited, j.code, j.exitedAt = true, code, time.Now()
+	ev := j.exitEvent()
+	a.mu.Unlock()
+	a.emit(pod, ev)
+}
+
+func (a *fakeAgent) Signal(_ context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	a.mu.Lock()
+	j, ok := a.pod(pod).jobs[job]
+	if !ok {
+		a.mu.Unlock()
+		return agentapi.SignalResponse{}, fmt.Errorf("no job %s on %s", job, pod.Name)
+	}
+	a.calls = append(a.calls, fmt.Sprintf("signal %s %s %s", pod.Name, job, sig))
+	if j.exited {
+		a.mu.Unlock()
+		return agentapi.SignalResponse{GroupEmpty: true}, nil
+	}
+	code := map[agentapi.Signal]int{agentapi.SIGINT: 130, agentapi.SIGTERM: 143, agentapi.SIGKILL: 137}[sig]
+	ignored := sig == agentapi.SIGINT && strings.Contains(j.req.Command, "trap '' INT") ||
+		sig == agentapi.SIGTERM && strings.Contains(j.req.Command, "trap '' INT TERM")
+	a.mu.Unlock()
+	if ignored {
+		return agentapi.SignalResponse{}, nil
+	}
+	go a.exit(pod, job, code)
+	return agentapi.SignalResponse{}, nil
+}
+
+func (a *fakeAgent) Events(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
+	a.mu.Lock()
+	p := a.pod(pod)
+	var replay []agentapi.Event
+	for _, id := range p.order {
+		replay = append(replay, p.jobs[id].events()...)
+	}
+	// Register before the replay is handed over, so no event falls between.
+	s := &fakeStream{handle: handle, broken: make(chan struct{})}
+	id := p.next
+	p.next++
+	var mu sync.Mutex
+	mu.Lock()
+	s.handle = func(ev agentapi.Event) { mu.Lock(); defer mu.Unlock(); handle(ev) }
+	p.streams[id] = s
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(p.streams, id)
+		a.mu.Unlock()
+	}()
+	for _, ev := range replay {
+		handle(ev)
+	}
+	mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.broken:
+		return io.ErrUnexpectedEOF
+	}
+}
+
+// breakStreams cuts the pod's open streams, as a lost connection would.
+func (a *fakeAgent) breakStreams(pod types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, s := range a.pod(pod).streams {
+		close(s.broken)
+		delete(a.pod(pod).streams, id)
+	}
+}
+
+// streamCount is how many streams are open on the pod.
+func (a *fakeAgent) streamCount(pod types.NamespacedName) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pod(pod).streams)
+}
+
+// callLog returns the calls made so far.
+func (a *fakeAgent) callLog() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.calls...)
+}
+
+// failStarts makes the next n Start calls fail.
+func (a *fakeAgent) failStarts(n int) {
+	a.mu.Lock()
+	a.failNext = n
+	a.mu.Unlock()
+}
+
+func (a *fakeAgent) Follow(context.Context, types.NamespacedName, string, int64, io.Writer) (int64, error) {
+	return 0, errors.New("fake agent: Follow is not used by the operator")
+}
+
+func (a *fakeAgent) PutFiles(context.Context, types.NamespacedName, string, io.Reader) error {
+	return errors.New("fake agent: PutFiles is not used by the operator")
+}
+
+func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.Writer) error {
+	return errors.New("fake agent: GetFiles is not used by the operator")
+}
+
+var _ agentapi.Client = &fakeAgent{}

@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+const (
+	// CounterConfigMap holds, in each namespace with jobs, the next job
+	// number under the key CounterKey. The operator alone writes it.
+	CounterConfigMap = "shelljob-counter"
+	// CounterKey is the ConfigMap key of the next number.
+	CounterKey = "next"
+	// counterAttempts bounds the retries of a conflicting counter update.
+	counterAttempts = 5
+)
+
+// numberer hands out the #N of jobs: unique in a namespace and increasing,
+// across restarts of the operator. The next number lives in a ConfigMap
+// updated with optimistic concurrency, so a number is never given twice
+// even if two operators ever ran at once; a crash between taking a number
+// and recording it in the job's status only leaves a gap.
+type numberer struct {
+	// reader reads the ConfigMap from the API server, not from a cache.
+	reader client.Reader
+	writer client.Writer
+	// jobs lists the jobs, to start a lost counter above every number used.
+	jobs client.Reader
+
+	mu sync.Mutex
+	// taken holds numbers given to jobs whose status may not show them yet,
+	// so a retried reconcile reuses its number instead of taking another.
+	taken map[types.UID]int64
+}
+
+func newNumberer(reader, jobs client.Reader, writer client.Writer) *numberer {
+	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{}}
+}
+
+// number returns the job's number, taking the next one if it has none.
+func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int64, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if job.Status.Number != 0 {
+		delete(n.taken, job.UID)
+		return job.Status.Number, nil
+	}
+	if num, ok := n.taken[job.UID]; ok {
+		return num, nil
+	}
+	var err error
+	for range counterAttempts {
+		var num int64
+		if num, err = n.next(ctx, job.Namespace); err == nil {
+			n.taken[job.UID] = num
+			return num, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			break
+		}
+	}
+	return 0, fmt.Errorf("take a job number: %w", err)
+}
+
+// forget drops what is known of a job that went away.
+func (n *numberer) forget(uid types.UID) {
+	n.mu.Lock()
+	delete(n.taken, uid)
+	n.mu.Unlock()
+}
+
+func (n *numberer) next(ctx context.Context, ns string) (int64, error) {
+	cm := &corev1.ConfigMap{}
+	err := n.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: CounterConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		first, err := n.highest(ctx, ns)
+		if err != nil {
+			return 0, err
+		}
+		first++
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns,
+				Name:      CounterConfigMap,
+				Labels:    map[string]string{"app.kubernetes.io/managed-by": "shelljob-operator"},
+			},
+			Data: map[string]string{CounterKey: strconv.FormatInt(first+1, 10)},
+		}
+		return first, n.writer.Create(ctx, cm)
+	}
+	if err != nil {
+		return 0, err
+	}
+	num, err := strconv.ParseInt(cm.Data[CounterKey], 10, 64)
+	if err != nil || num < 1 {
+		// A hand-edited counter: start again above every number in use.
+		if num, err = n.highest(ctx, ns); err != nil {
+			return 0, err
+		}
+		num++
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[CounterKey] = strconv.FormatInt(num+1, 10)
+	// Update sends the resourceVersion read above: a concurrent change
+	// makes it fail with a conflict, and the caller tries again.
+	return num, n.writer.Update(ctx, cm)
+}
+
+// highest is the highest number among the namespace's jobs.
+func (n *numberer) highest(ctx context.Context, ns string) (int64, error) {
+	var list shellv1alpha1.ShellJobList
+	if err := n.jobs.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	var top int64
+	for _, j := range list.Items {
+		top = max(top, j.Status.Number)
+	}
+	return top, nil
+}

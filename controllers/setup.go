@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// RecorderName is the reporting controller of the operator's Events.
+const RecorderName = "shelljob-operator"
+
+// Options configure the operator.
+type Options struct {
+	// Agent reaches the worker pods' agents. Required.
+	Agent agentapi.Client
+	// WorkerImage is the image of pools that name none. Defaults to
+	// DefaultWorkerImage.
+	WorkerImage string
+	// StopGrace is the wait between the signals of a stop. Defaults to
+	// DefaultStopGrace.
+	StopGrace time.Duration
+	// Clock tells the time. Defaults to the real clock; tests may set a
+	// fake one.
+	Clock clock.WithTicker
+}
+
+// Setup adds the operator to a manager: the cache indexes, the pool and
+// job controllers, and the worker events streams, which share the
+// placement assumptions and the agents' reports.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Agent == nil {
+		return errors.New("controllers: Options.Agent is required")
+	}
+	if opts.WorkerImage == "" {
+		opts.WorkerImage = DefaultWorkerImage
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	assumed := newAssumptions()
+	facts := newFactStore()
+	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
+	streams := newWorkerStreams(opts.Agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
+	if err := mgr.Add(streams); err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorder(RecorderName)
+	pools := &ShellPoolReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    recorder,
+		WorkerImage: opts.WorkerImage,
+		Clock:       opts.Clock,
+		assumed:     assumed,
+		streams:     streams,
+	}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	jobs := &ShellJobReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Agent:       opts.Agent,
+		Recorder:    recorder,
+		WorkerImage: opts.WorkerImage,
+		StopGrace:   opts.StopGrace,
+		Clock:       opts.Clock,
+		assumed:     assumed,
+		facts:       facts,
+	}
+	return jobs.SetupWithManager(mgr, reports)
+}

@@ -1,0 +1,770 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/scheduler"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+const (
+	// DefaultStopGrace is the wait between the signals of a stop: the
+	// reference's ZSH_KILL_GRACE, 2 s, enough for a trap to print its
+	// goodbye and for a well-behaved program to exit on SIGINT.
+	DefaultStopGrace = 2 * time.Second
+	// JobFinalizer is on a job from its placement to its end, so that a
+	// job deleted while it runs is stopped first and its worker freed
+	// only once the command is gone.
+	JobFinalizer = "shell.shelljob.dev/stop"
+	// startDeadline is how long Start may keep failing, counted from the
+	// placement, before the job fails with StartFailed; the workqueue's
+	// backoff spaces the attempts.
+	startDeadline = 30 * time.Second
+	// minStartAttempts is how many Starts this process makes before it
+	// gives up, whatever the deadline says: a restarted operator tries
+	// again before it fails a job.
+	minStartAttempts = 3
+	// waitingRecheck looks at a waiting job again even when no event
+	// says a worker was freed: a cheap guard against a missed event.
+	waitingRecheck = 30 * time.Second
+	// factsRecheck is how soon an idle timeout is looked at again while
+	// the worker's stream has not reported the job yet.
+	factsRecheck = 2 * time.Second
+)
+
+// ShellJobReconciler runs each ShellJob through its life: it numbers the
+// job, places it on a worker of its pool (internal/scheduler decides),
+// starts its command through the worker's agent, stops it by escalating
+// signals, and records how it ended. Every pass writes the job's status
+// once, in a deferred patch.
+type ShellJobReconciler struct {
+	Client client.Client
+	// APIReader reads the job counter past the cache.
+	APIReader client.Reader
+	Agent     agentapi.Client
+	Recorder  events.EventRecorder
+	// WorkerImage is the image of pools that name none, which is part of
+	// their revision. Defaults to DefaultWorkerImage.
+	WorkerImage string
+	// StopGrace is the wait between the signals of a stop. Defaults to
+	// DefaultStopGrace.
+	StopGrace time.Duration
+	// Clock tells the time. Defaults to the real clock.
+	Clock clock.PassiveClock
+	// MaxConcurrentReconciles bounds the passes that run at once: a pass
+	// may wait on an exec into a worker. Defaults to 8.
+	MaxConcurrentReconciles int
+
+	assumed *assumptions
+	numbers *numberer
+	facts   *factStore
+	writes  *writes
+	// bootTime is when this reconciler was set up: a placement made after
+	// it is known to this process, with every Start it made.
+	bootTime time.Time
+
+	mu sync.Mutex
+	// starts counts the Start calls made in this process, by job.
+	starts map[types.UID]int
+	// stops holds the signals sent in this process, with their exact
+	// times: the API keeps whole seconds only, and a pass that reads a
+	// stale job must not send a signal twice.
+	stops map[types.UID][]sentSignal
+}
+
+type sentSignal struct {
+	step shellv1alpha1.StopStep
+	at   time.Time
+}
+
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=pods/exec,verbs=create;get
+// +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
+
+// Reconcile moves one job along and patches its status once, at the end.
+func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	job := &shellv1alpha1.ShellJob{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.stale(job) {
+		// Our last write's event is on its way and brings the next pass.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	base := job.DeepCopy()
+	defer func() {
+		err := r.patch(ctx, base, job)
+		if err == nil && job.ResourceVersion != base.ResourceVersion {
+			r.writes.wrote(job)
+		}
+		res, reterr = afterPatch(res, reterr, err)
+	}()
+	return r.reconcile(ctx, job)
+}
+
+// afterPatch folds the deferred patch's error into a pass's result. A
+// conflict means the pass read a stale cache: the newer object's event
+// brings another pass, and a short requeue makes sure of it, without an
+// error to log.
+func afterPatch(res ctrl.Result, reterr, patchErr error) (ctrl.Result, error) {
+	switch {
+	case patchErr == nil:
+		return res, reterr
+	case apierrors.IsConflict(patchErr) && reterr == nil:
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	default:
+		return res, errors.Join(reterr, patchErr)
+	}
+}
+
+// conflictRetry is how soon a pass whose patch met a newer object runs
+// again.
+const conflictRetry = 100 * time.Millisecond
+
+// patch writes the status, then the finalizers, each only if changed and
+// only over the version that was read. The status goes first, so that a
+// job's end is recorded before its finalizer lets it go.
+func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) error {
+	finalizers := slices.Clone(job.Finalizers)
+	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
+		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if slices.Equal(base.Finalizers, finalizers) {
+		return nil
+	}
+	from := job.DeepCopy()
+	from.Finalizers = base.Finalizers
+	job.Finalizers = finalizers
+	return client.IgnoreNotFound(r.Client.Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
+}
+
+func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.ShellJob) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	num, err := r.numbers.number(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if job.Status.Number == 0 {
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Queued", "Queue", "Queued as #%d on pool %s", num, shelljob.Pool(job))
+	}
+	job.Status.Number = num
+	job.Status.Summary = shelljob.Summary(job.Spec.Command)
+	if job.Status.Phase == "" {
+		job.Status.Phase = shellv1alpha1.PhaseQueued
+	}
+	switch {
+	case shelljob.IsFinished(job):
+		// Its end is recorded: what memory holds of it can go.
+		r.forget(job.UID)
+		return r.finished(ctx, job, now, false)
+	case shelljob.IsStarted(job):
+		return r.running(ctx, job, now)
+	case shelljob.IsAssigned(job):
+		return r.assigned(ctx, job, now)
+	default:
+		return r.queued(ctx, job, now)
+	}
+}
+
+// queued places a job that waits for a worker.
+func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
+	if shelljob.IsStopRequested(job) {
+		return r.stoppedBeforeRun(ctx, job, now)
+	}
+	pool := &shellv1alpha1.ShellPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		msg := fmt.Sprintf("pool %s not found", shelljob.Pool(job))
+		if shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, msg) {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, "Schedule", msg)
+		}
+		return ctrl.Result{}, nil
+	}
+	d, revision, err := r.place(ctx, job, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.Pod == "" {
+		shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, d.Reason, d.Message)
+		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+	}
+	job.Status.Pod, job.Status.Revision = d.Pod, revision
+	shelljob.SetScheduledCondition(job, now, metav1.ConditionTrue, d.Reason, d.Message)
+	controllerutil.AddFinalizer(job, JobFinalizer)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Scheduled", "Schedule", "#%d %s", job.Status.Number, d.Message)
+	// The next pass, on this patch's event, starts the command: a placement
+	// is recorded before anything runs, so a restart never runs a job on a
+	// second worker.
+	return ctrl.Result{}, nil
+}
+
+// place asks the scheduler where the job goes, under the pool's lock, and
+// assumes the placement until the cache shows it.
+func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.ShellJob, pool *shellv1alpha1.ShellPool) (scheduler.Decision, string, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(pool.Namespace),
+		client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name}); err != nil {
+		return scheduler.Decision{}, "", err
+	}
+	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
+	if err != nil {
+		return scheduler.Decision{}, "", err
+	}
+	workers := make([]scheduler.Worker, 0, len(pods.Items))
+	revisions := map[string]string{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, pool) {
+			continue
+		}
+		revisions[p.Name] = p.Labels[shellv1alpha1.LabelRevision]
+		workers = append(workers, scheduler.Worker{
+			Name:     p.Name,
+			Index:    workerIndex(p),
+			Revision: p.Labels[shellv1alpha1.LabelRevision],
+			Ready:    podReady(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning,
+		})
+	}
+
+	assumed, unlock := r.assumed.lock(client.ObjectKeyFromObject(pool))
+	defer unlock()
+	snapshot := assumed.snapshot(jobs)
+	if pod, ok := assumed.assumed(job.UID); ok {
+		// Placed by a pass whose patch did not land.
+		return scheduler.Decision{Pod: pod, Reason: shellv1alpha1.ShellJobScheduledReasonAssigned,
+			Message: "assigned to worker " + pod}, revisions[pod], nil
+	}
+	d := scheduler.Place(scheduler.Job{Name: job.Name, Mode: shelljob.Mode(job), Created: job.CreationTimestamp.Time},
+		scheduler.Pool{Revision: Revision(pool, r.WorkerImage), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
+		workers, snapshot)
+	if d.Pod != "" {
+		assumed.assume(job.UID, d.Pod)
+	}
+	return d, revisions[d.Pod], nil
+}
+
+// assigned starts the command of a job that has a worker.
+func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Status.Pod}
+	if f, ok := r.facts.get(job.UID); ok && f.Pod == key.Name {
+		// The agent knows the job: a Start that a restart kept from being
+		// recorded. Starting is idempotent, but the stream already says.
+		r.markStarted(job, f.PGID, f.StartedAt, now)
+		return r.running(ctx, job, now)
+	}
+	if shelljob.IsStopRequested(job) {
+		return r.stoppedBeforeRun(ctx, job, now)
+	}
+	pod, err := r.pod(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if lost, why := workerLost(pod); lost {
+		if r.neverStarted(job) {
+			msg := fmt.Sprintf("worker %s %s before the command started; the job is queued again", key.Name, why)
+			job.Status.Pod, job.Status.Revision = "", ""
+			shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonWorkerLost, msg)
+			controllerutil.RemoveFinalizer(job, JobFinalizer)
+			r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, shellv1alpha1.ShellJobScheduledReasonWorkerLost, "Schedule", msg)
+			return ctrl.Result{}, nil
+		}
+		return r.workerLost(ctx, job, now, fmt.Sprintf("worker %s %s; whether the command started is unknown, so it is not run again", key.Name, why))
+	}
+	if job.Spec.Hold || !podReady(pod) {
+		// A client clears hold once it put the input files; the pod's
+		// readiness comes with an event of its own.
+		return ctrl.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(job, JobFinalizer) {
+		controllerutil.AddFinalizer(job, JobFinalizer)
+		return ctrl.Result{}, nil
+	}
+	return r.start(ctx, job, pod, now)
+}
+
+func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	shell := DefaultShell
+	pool := &shellv1alpha1.ShellPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err == nil && pool.Spec.Shell != "" {
+		shell = pool.Spec.Shell
+	}
+	attempts := r.noteStart(job.UID)
+	key := client.ObjectKeyFromObject(pod)
+	resp, err := r.Agent.Start(ctx, key, agentapi.StartRequest{
+		Job:      string(job.UID),
+		Command:  job.Spec.Command,
+		Stateful: shelljob.Mode(job) == shellv1alpha1.ModeStateful,
+		Shell:    shell,
+	})
+	if err != nil {
+		err = fmt.Errorf("start on worker %s: %w", pod.Name, err)
+		if attempts < minStartAttempts || now.Sub(scheduledAt(job)) < startDeadline {
+			return ctrl.Result{}, err
+		}
+		job.Status.Phase = shellv1alpha1.PhaseFailed
+		job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
+		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonStartFailed, err.Error())
+		r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonStartFailed, "Start", err.Error())
+		return r.finished(ctx, job, now, true)
+	}
+	r.facts.started(job.UID, pod.Name, resp)
+	r.markStarted(job, resp.PGID, resp.StartedAt, now)
+	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Started", "Start", "#%d started on %s as process group %d",
+		job.Status.Number, pod.Name, resp.PGID)
+	return r.running(ctx, job, now)
+}
+
+func (r *ShellJobReconciler) markStarted(job *shellv1alpha1.ShellJob, pgid int, at, now time.Time) {
+	if at.IsZero() {
+		at = now
+	}
+	job.Status.Ran = true
+	job.Status.Phase = shellv1alpha1.PhaseRunning
+	if pgid != 0 {
+		job.Status.PGID = int32(pgid)
+	}
+	if job.Status.StartTime == nil {
+		job.Status.StartTime = ptr.To(metav1.NewTime(at))
+	}
+}
+
+// running follows a started job: its exit, a lost worker, a stop, or a
+// timeout.
+func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
+	f, known := r.facts.get(job.UID)
+	known = known && f.Pod == job.Status.Pod
+	if known {
+		if job.Status.PGID == 0 && f.PGID != 0 {
+			job.Status.PGID = int32(f.PGID)
+		}
+		if f.Exited {
+			return r.exited(ctx, job, f, now)
+		}
+	}
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Status.Pod}
+	pod, err := r.pod(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if lost, why := workerLost(pod); lost {
+		return r.workerLost(ctx, job, now, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
+	}
+
+	var recheck time.Duration
+	if job.Status.StopReason == "" {
+		if job.Spec.Stop || job.DeletionTimestamp != nil {
+			job.Status.StopReason = shelljob.RequestedStopReason(job)
+		} else if why, next := r.timeout(job, f, known, now); why != "" {
+			job.Status.StopReason = shellv1alpha1.StopReasonTimeout
+			r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Timeout", "Stop", "#%d %s: stopping it", job.Status.Number, why)
+		} else {
+			recheck = next
+		}
+	}
+	if job.Status.StopReason != "" {
+		return r.stop(ctx, job, pod, now)
+	}
+	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// timeout tells whether the job ran past its deadline or sat idle too
+// long, and otherwise how soon to look again (0: never). f is what the
+// worker's stream reported, if known.
+func (r *ShellJobReconciler) timeout(job *shellv1alpha1.ShellJob, f agentFacts, known bool, now time.Time) (string, time.Duration) {
+	start := f.StartedAt
+	if start.IsZero() && job.Status.StartTime != nil {
+		start = job.Status.StartTime.Time
+	}
+	var next time.Duration
+	soonest := func(d time.Duration) {
+		if next == 0 || d < next {
+			next = d
+		}
+	}
+	if s := job.Spec.ActiveDeadlineSeconds; s != nil {
+		end := start.Add(time.Duration(*s) * time.Second)
+		if !now.Before(end) {
+			return fmt.Sprintf("ran past its deadline of %d s", *s), 0
+		}
+		soonest(end.Sub(now))
+	}
+	if s := job.Spec.IdleTimeoutSeconds; s != nil {
+		if !known {
+			// Only the worker's stream knows when the job last wrote.
+			soonest(factsRecheck)
+		} else {
+			last := f.LastOutput
+			if last.IsZero() {
+				last = start
+			}
+			end := last.Add(time.Duration(*s) * time.Second)
+			if !now.Before(end) {
+				return fmt.Sprintf("wrote no output for %d s", *s), 0
+			}
+			soonest(end.Sub(now))
+		}
+	}
+	return "", next
+}
+
+// stop escalates: SIGINT at once, SIGTERM a grace later, SIGKILL a grace
+// after that, and nothing more once a signal finds the group empty. The
+// job ends when the agent reports its exit.
+func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	job.Status.Phase = shellv1alpha1.PhaseStopping
+	sent := r.sentSignals(job)
+	job.Status.StopSteps = steps(sent)
+	next := shellv1alpha1.SIGINT
+	if n := len(sent); n > 0 {
+		last := sent[n-1]
+		if last.step.GroupEmpty || last.step.Signal == shellv1alpha1.SIGKILL {
+			return ctrl.Result{}, nil
+		}
+		if due := last.at.Add(r.StopGrace); now.Before(due) {
+			return ctrl.Result{RequeueAfter: due.Sub(now)}, nil
+		}
+		next = nextSignal[last.step.Signal]
+	}
+	resp, err := r.Agent.Signal(ctx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("send %s on worker %s: %w", next, pod.Name, err)
+	}
+	s := sentSignal{step: shellv1alpha1.StopStep{Signal: next, Time: metav1.NewTime(now), GroupEmpty: resp.GroupEmpty}, at: now}
+	r.noteSignal(job.UID, s)
+	job.Status.StopSteps = append(job.Status.StopSteps, s.step)
+
+	msg := fmt.Sprintf("#%d: sent %s to process group %d", job.Status.Number, next, job.Status.PGID)
+	if len(sent) == 0 {
+		msg = fmt.Sprintf("#%d stopping (%s): sent %s to process group %d", job.Status.Number, job.Status.StopReason, next, job.Status.PGID)
+	}
+	if resp.GroupEmpty {
+		msg += "; the group is empty"
+	}
+	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Signal", "Stop", msg)
+	if resp.GroupEmpty || next == shellv1alpha1.SIGKILL {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.StopGrace}, nil
+}
+
+var (
+	nextSignal = map[shellv1alpha1.Signal]shellv1alpha1.Signal{
+		shellv1alpha1.SIGINT:  shellv1alpha1.SIGTERM,
+		shellv1alpha1.SIGTERM: shellv1alpha1.SIGKILL,
+	}
+	agentSignals = map[shellv1alpha1.Signal]agentapi.Signal{
+		shellv1alpha1.SIGINT:  agentapi.SIGINT,
+		shellv1alpha1.SIGTERM: agentapi.SIGTERM,
+		shellv1alpha1.SIGKILL: agentapi.SIGKILL,
+	}
+)
+
+// exited records the end the agent reported.
+func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) (ctrl.Result, error) {
+	at := f.ExitedAt
+	if at.IsZero() {
+		at = now
+	}
+	job.Status.CompletionTime = ptr.To(metav1.NewTime(at))
+	job.Status.OutputBytes, job.Status.DroppedBytes = f.OutputBytes, f.DroppedBytes
+	exit := "exit status unknown"
+	job.Status.ExitCode = nil
+	if f.ExitCode != nil {
+		job.Status.ExitCode = ptr.To(int32(*f.ExitCode))
+		exit = fmt.Sprintf("exit %d", *f.ExitCode)
+	}
+	sent := r.sentSignals(job)
+	job.Status.StopSteps = steps(sent)
+	switch {
+	case len(sent) > 0:
+		job.Status.Phase = shellv1alpha1.PhaseStopped
+		msg := fmt.Sprintf("stopped (%s) after %s: %s", job.Status.StopReason, sent[len(sent)-1].step.Signal, exit)
+		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonStopped, msg)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Stopped", "Finish", "#%d %s", job.Status.Number, msg)
+	case f.ExitCode != nil && *f.ExitCode == 0:
+		// A stop asked for after the command ended sent nothing.
+		job.Status.StopReason = ""
+		job.Status.Phase = shellv1alpha1.PhaseSucceeded
+		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonExited, exit)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Finish", "#%d %s", job.Status.Number, exit)
+	default:
+		job.Status.StopReason = ""
+		job.Status.Phase = shellv1alpha1.PhaseFailed
+		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonExited, exit)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "Failed", "Finish", "#%d %s", job.Status.Number, exit)
+	}
+	return r.finished(ctx, job, now, true)
+}
+
+// stoppedBeforeRun ends a job that was stopped before its command started:
+// it never runs.
+func (r *ShellJobReconciler) stoppedBeforeRun(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
+	if job.Status.StopReason == "" {
+		job.Status.StopReason = shelljob.RequestedStopReason(job)
+	}
+	job.Status.Phase = shellv1alpha1.PhaseStopped
+	job.Status.Ran = false
+	job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
+	msg := fmt.Sprintf("Stopped before it ran (%s)", job.Status.StopReason)
+	shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, msg)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, "Stop", "#%d %s", job.Status.Number, msg)
+	return r.finished(ctx, job, now, true)
+}
+
+// workerLost ends a job whose worker went away.
+func (r *ShellJobReconciler) workerLost(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, msg string) (ctrl.Result, error) {
+	job.Status.Phase = shellv1alpha1.PhaseFailed
+	job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
+	shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonWorkerLost, msg)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonWorkerLost, "Finish", "#%d %s", job.Status.Number, msg)
+	return r.finished(ctx, job, now, true)
+}
+
+// finished lets an ended job go: it removes the finalizer, and deletes the
+// job once its TTL has run out. A job that ended in this pass is deleted in
+// a later one, once its end is recorded.
+func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, justEnded bool) (ctrl.Result, error) {
+	controllerutil.RemoveFinalizer(job, JobFinalizer)
+	ttl := job.Spec.TTLSecondsAfterFinished
+	if ttl == nil || job.Status.CompletionTime == nil || job.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	expiry := job.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+	if justEnded || now.Before(expiry) {
+		return ctrl.Result{RequeueAfter: max(expiry.Sub(now), time.Millisecond)}, nil
+	}
+	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID})
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// pod gets a worker pod from the cache, nil if there is none.
+func (r *ShellJobReconciler) pod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if err := r.Client.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return pod, nil
+}
+
+// workerLost tells whether a worker pod is gone or going, and how.
+func workerLost(pod *corev1.Pod) (bool, string) {
+	switch {
+	case pod == nil || pod.DeletionTimestamp != nil:
+		return true, "was deleted"
+	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		return true, "ended (" + podEndReason(pod) + ")"
+	}
+	return false, ""
+}
+
+// scheduledAt is when the job got its worker.
+func scheduledAt(job *shellv1alpha1.ShellJob) time.Time {
+	if c := meta.FindStatusCondition(job.Status.Conditions, shellv1alpha1.ShellJobScheduled); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return job.CreationTimestamp.Time
+}
+
+// neverStarted tells whether this process knows that the job's command was
+// never started: it placed the job itself and never called Start for it.
+func (r *ShellJobReconciler) neverStarted(job *shellv1alpha1.ShellJob) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return scheduledAt(job).After(r.bootTime) && r.starts[job.UID] == 0
+}
+
+func (r *ShellJobReconciler) noteStart(uid types.UID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts[uid]++
+	return r.starts[uid]
+}
+
+// sentSignals are the signals sent to the job's group: this process's
+// record when it has one at least as long as the status's, since it holds
+// exact times and may be ahead of a stale cache.
+func (r *ShellJobReconciler) sentSignals(job *shellv1alpha1.ShellJob) []sentSignal {
+	r.mu.Lock()
+	mem := r.stops[job.UID]
+	r.mu.Unlock()
+	if len(mem) >= len(job.Status.StopSteps) {
+		return slices.Clone(mem)
+	}
+	out := make([]sentSignal, 0, len(job.Status.StopSteps))
+	for _, s := range job.Status.StopSteps {
+		out = append(out, sentSignal{step: s, at: s.Time.Time})
+	}
+	return out
+}
+
+func (r *ShellJobReconciler) noteSignal(uid types.UID, s sentSignal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops[uid] = append(r.stops[uid], s)
+}
+
+func steps(sent []sentSignal) []shellv1alpha1.StopStep {
+	if len(sent) == 0 {
+		return nil
+	}
+	out := make([]shellv1alpha1.StopStep, len(sent))
+	for i, s := range sent {
+		out[i] = s.step
+	}
+	return out
+}
+
+// forget drops what this process holds of an ended job.
+func (r *ShellJobReconciler) forget(uid types.UID) {
+	r.mu.Lock()
+	delete(r.starts, uid)
+	delete(r.stops, uid)
+	r.mu.Unlock()
+	r.facts.forget(uid)
+	r.numbers.forget(uid)
+}
+
+// SetupWithManager wires the job controller: jobs, the worker pods they
+// run on, their pools, and the agents' reports sent on reports.
+func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan event.TypedGenericEvent[*shellv1alpha1.ShellJob]) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.StopGrace == 0 {
+		r.StopGrace = DefaultStopGrace
+	}
+	if r.WorkerImage == "" {
+		r.WorkerImage = DefaultWorkerImage
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 8
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.assumed == nil {
+		r.assumed = newAssumptions()
+	}
+	if r.facts == nil {
+		r.facts = newFactStore()
+	}
+	r.numbers = newNumberer(r.APIReader, r.Client, r.Client)
+	r.writes = newWrites()
+	r.bootTime = r.Clock.Now()
+	r.starts = map[types.UID]int{}
+	r.stops = map[types.UID][]sentSignal{}
+
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&shellv1alpha1.ShellJob{}).
+		Watches(&shellv1alpha1.ShellJob{}, handler.Funcs{
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				old, cur := e.ObjectOld.(*shellv1alpha1.ShellJob), e.ObjectNew.(*shellv1alpha1.ShellJob)
+				if old.Status.Pod != "" && (shelljob.IsFinished(cur) || cur.Status.Pod != old.Status.Pod) {
+					r.enqueueWaiting(ctx, q, cur.Namespace, shelljob.Pool(cur))
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if j, ok := e.Object.(*shellv1alpha1.ShellJob); ok && j.Status.Pod != "" {
+					r.enqueueWaiting(ctx, q, j.Namespace, shelljob.Pool(j))
+				}
+			},
+		}).
+		Watches(&corev1.Pod{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueForPod(ctx, q, e.Object)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueForPod(ctx, q, e.ObjectNew)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueForPod(ctx, q, e.Object)
+			},
+		}).
+		Watches(&shellv1alpha1.ShellPool{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueWaiting(ctx, q, e.Object.GetNamespace(), e.Object.GetName())
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					r.enqueueWaiting(ctx, q, e.ObjectNew.GetNamespace(), e.ObjectNew.GetName())
+				}
+			},
+		})
+	if reports != nil {
+		b = b.WatchesRawSource(source.Channel(reports, &handler.TypedEnqueueRequestForObject[*shellv1alpha1.ShellJob]{}))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Named("shelljob").
+		Complete(r)
+}
+
+// enqueueForPod wakes the jobs on a worker pod, and the pool's waiting jobs
+// when the pod may have become ready.
+func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+	pool, ok := o.GetLabels()[shellv1alpha1.LabelPool]
+	if !ok {
+		return
+	}
+	jobs, err := jobsOnPod(ctx, r.Client, o.GetNamespace(), o.GetName())
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a worker", "pod", klog.KObj(o))
+	}
+	for _, j := range jobs {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
+	}
+	r.enqueueWaiting(ctx, q, o.GetNamespace(), pool)
+}
+
+// enqueueWaiting wakes the pool's jobs that wait for a worker.
+func (r *ShellJobReconciler) enqueueWaiting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], ns, pool string) {
+	jobs, err := jobsOfPool(ctx, r.Client, ns, pool)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a pool", "pool", pool)
+		return
+	}
+	for _, j := range jobs {
+		if j.Status.Pod == "" {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+// ShellPoolReconciler keeps a pool's worker pods: spec.replicas workers of
+// the current revision, each a pod named <pool>-<revision>-<index>. A new
+// revision brings up new workers at once; an old worker takes no new job
+// and is deleted once no unfinished job holds it. A worker pod that failed
+// is deleted and made again.
+type ShellPoolReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	// WorkerImage is the image of pools that name none. Defaults to
+	// DefaultWorkerImage.
+	WorkerImage string
+	// Clock stamps conditions. Defaults to the real clock.
+	Clock clock.PassiveClock
+
+	assumed *assumptions
+	writes  *writes
+	// streams is kicked after each pass, so new workers get their events
+	// stream at once.
+	streams interface{ Kick() }
+}
+
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
+
+// Reconcile brings one pool's workers to its spec and writes its status,
+// in one patch at the end.
+func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	pool := &shellv1alpha1.ShellPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.stale(pool) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	base := pool.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(base.Status, pool.Status) {
+			return
+		}
+		err := r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			r.writes.wrote(pool)
+		}
+		res, reterr = afterPatch(res, reterr, client.IgnoreNotFound(err))
+	}()
+	return ctrl.Result{}, r.reconcile(ctx, pool)
+}
+
+func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1.ShellPool) error {
+	log := ctrl.LoggerFrom(ctx)
+	rev := Revision(pool, r.WorkerImage)
+	key := client.ObjectKeyFromObject(pool)
+
+	var podList corev1.PodList
+	if err := r.Client.List(ctx, &podList, client.InNamespace(pool.Namespace),
+		client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name}); err != nil {
+		return err
+	}
+	pods := slices.DeleteFunc(podList.Items, func(p corev1.Pod) bool { return !metav1.IsControlledBy(&p, pool) })
+	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
+	if err != nil {
+		return err
+	}
+
+	// Decide which workers go under the pool's lock, so that no job is
+	// placed on a worker while it is being retired.
+	assumed, unlock := r.assumed.lock(key)
+	defer unlock()
+	snapshot := assumed.snapshot(jobs)
+	load := map[string]int32{}
+	var queued int32
+	for _, j := range snapshot {
+		switch {
+		case j.Pod != "":
+			load[j.Pod]++
+		case !j.Stopping:
+			queued++
+		}
+	}
+
+	var errs []error
+	current := map[int32]*corev1.Pod{}
+	oldRevs := map[string]*shellv1alpha1.OldRevision{}
+	var created, retired []string
+	for i := range pods {
+		pod := &pods[i]
+		index, revision := workerIndex(pod), pod.Labels[shellv1alpha1.LabelRevision]
+		isCurrent := revision == rev && index >= 0 && index < pool.Spec.Replicas
+		switch {
+		case pod.DeletionTimestamp != nil:
+			// Going; its name is free again once it is gone.
+		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+			r.Recorder.Eventf(pool, pod, corev1.EventTypeWarning, "WorkerFailed", "Replace",
+				"Worker %s ended (%s); making a new one", pod.Name, podEndReason(pod))
+			errs = append(errs, r.deletePod(ctx, pod))
+			continue
+		case !isCurrent && load[pod.Name] == 0:
+			retired = append(retired, pod.Name)
+			errs = append(errs, r.deletePod(ctx, pod))
+			continue
+		}
+		if isCurrent {
+			current[index] = pod
+			continue
+		}
+		o, ok := oldRevs[revision]
+		if !ok {
+			o = &shellv1alpha1.OldRevision{Revision: revision}
+			oldRevs[revision] = o
+		}
+		o.Pods++
+		o.RunningJobs += load[pod.Name]
+	}
+	for i := range pool.Spec.Replicas {
+		if _, ok := current[i]; ok {
+			continue
+		}
+		pod := workerPod(pool, rev, i, r.WorkerImage)
+		if err := r.Client.Create(ctx, pod); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				errs = append(errs, fmt.Errorf("create worker %s: %w", pod.Name, err))
+			}
+			continue
+		}
+		created = append(created, pod.Name)
+	}
+	if len(created) > 0 {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "WorkersCreated", "Scale",
+			"Created %d worker(s) of revision %s: %v", len(created), rev, created)
+	}
+	if len(retired) > 0 {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "WorkersRetired", "Scale",
+			"Deleted %d idle worker(s) of old revisions or beyond replicas: %v", len(retired), retired)
+	}
+	if old := pool.Status.Revision; old != "" && old != rev {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "NewRevision", "Restart",
+			"New revision %s replaces %s: queued jobs go to the new workers, old workers go once their jobs end", rev, old)
+	}
+
+	r.setStatus(pool, rev, current, load, queued, oldRevs)
+	if r.streams != nil {
+		r.streams.Kick()
+	}
+	log.V(2).Info("Reconciled pool", "revision", rev, "created", len(created), "retired", len(retired))
+	return errors.Join(errs...)
+}
+
+func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev string, current map[int32]*corev1.Pod,
+	load map[string]int32, queued int32, oldRevs map[string]*shellv1alpha1.OldRevision) {
+	s := &pool.Status
+	s.ObservedGeneration = pool.Generation
+	s.Revision = rev
+	s.Replicas, s.ReadyReplicas, s.BusyReplicas = 0, 0, 0
+	for _, pod := range current {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		s.Replicas++
+		if podReady(pod) {
+			s.ReadyReplicas++
+		}
+		if load[pod.Name] > 0 {
+			s.BusyReplicas++
+		}
+	}
+	s.Ready = fmt.Sprintf("%d/%d", s.ReadyReplicas, pool.Spec.Replicas)
+	s.QueuedJobs = queued
+	s.OldRevisions = nil
+	for _, o := range oldRevs {
+		s.OldRevisions = append(s.OldRevisions, *o)
+	}
+	slices.SortFunc(s.OldRevisions, func(a, b shellv1alpha1.OldRevision) int { return cmp.Compare(a.Revision, b.Revision) })
+	if s.ReadyReplicas >= pool.Spec.Replicas {
+		shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionTrue, shellv1alpha1.ShellPoolAvailableReasonAllReady,
+			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
+	} else {
+		shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse, shellv1alpha1.ShellPoolAvailableReasonNotReady,
+			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
+	}
+}
+
+// deletePod deletes a worker, only the one that was looked at.
+func (r *ShellPoolReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete worker %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// workerIndex is the pod's worker index label, -1 if it has none.
+func workerIndex(pod *corev1.Pod) int32 {
+	i, err := strconv.ParseInt(pod.Labels[shellv1alpha1.LabelWorker], 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(i)
+}
+
+// podEndReason says why a pod ended, for Events and job messages.
+func podEndReason(pod *corev1.Pod) string {
+	msg := "phase " + string(pod.Status.Phase)
+	if pod.Status.Reason != "" {
+		msg += ", " + pod.Status.Reason
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil {
+			msg += fmt.Sprintf(", container %s exited %d", c.Name, t.ExitCode)
+			if t.Reason != "" {
+				msg += " (" + t.Reason + ")"
+			}
+		}
+	}
+	return msg
+}
+
+// SetupWithManager wires the pool controller: pools, their pods, and the
+// jobs that hold or wait for their workers.
+func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.WorkerImage == "" {
+		r.WorkerImage = DefaultWorkerImage
+	}
+	if r.assumed == nil {
+		r.assumed = newAssumptions()
+	}
+	r.writes = newWrites()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&shellv1alpha1.ShellPool{}).
+		Owns(&corev1.Pod{}).
+		Watches(&shellv1alpha1.ShellJob{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				j := o.(*shellv1alpha1.ShellJob)
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: shelljob.Pool(j)}}}
+			})).
+		Named("shellpool").
+		Complete(r)
+}

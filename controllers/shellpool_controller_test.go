@@ -1,0 +1,228 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+func TestPoolWorkers(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	agent := newFakeAgent()
+	startOperator(t, ns, agent)
+
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(3).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitShort, "status with 0/3 ready", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		return p.Status.Ready == "0/3" && p.Status.Replicas == 3, fmt.Sprintf("%+v", p.Status)
+	})
+	rev := getPool(t, ns, "shell").Status.Revision
+	pods := markWorkersReady(t, ns, "shell", 3)
+
+	for i, pod := range pods {
+		if want := fmt.Sprintf("shell-%s-%d", rev, i); pod.Name != want {
+			t.Errorf("pod %d is %s, want %s", i, pod.Name, want)
+		}
+		wantLabels := map[string]string{
+			shellv1alpha1.LabelPool: "shell", shellv1alpha1.LabelRevision: rev, shellv1alpha1.LabelWorker: fmt.Sprint(i),
+			"app.kubernetes.io/name": "shelljob-worker", "app.kubernetes.io/managed-by": "shelljob-operator",
+		}
+		if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
+			t.Errorf("labels of %s (-want +got):\n%s", pod.Name, diff)
+		}
+		if !metav1.IsControlledBy(&pod, pool) {
+			t.Errorf("%s is not controlled by the pool: %v", pod.Name, pod.OwnerReferences)
+		}
+		spec := pod.Spec
+		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("%s mounts a service account token", pod.Name)
+		}
+		if sc := spec.SecurityContext; sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || sc.SeccompProfile == nil {
+			t.Errorf("%s pod securityContext %+v is not restricted", pod.Name, sc)
+		}
+		c := spec.Containers[0]
+		if c.Image != DefaultWorkerImage {
+			t.Errorf("image %s, want %s", c.Image, DefaultWorkerImage)
+		}
+		if c.SecurityContext == nil || ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true) {
+			t.Errorf("container securityContext %+v allows privilege escalation", c.SecurityContext)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil ||
+			!cmp.Equal(c.ReadinessProbe.Exec.Command, []string{agentapi.AgentPath, ReadinessSubcommand}) {
+			t.Errorf("readiness probe %+v does not ask the agent", c.ReadinessProbe)
+		}
+		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != agentapi.SpoolDir || spec.Volumes[0].EmptyDir == nil {
+			t.Errorf("spool: mounts %+v, volumes %+v", c.VolumeMounts, spec.Volumes)
+		}
+	}
+	eventually(t, waitShort, "pool available", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		return p.Status.Ready == "3/3" && meta.IsStatusConditionTrue(p.Status.Conditions, shellv1alpha1.ShellPoolAvailable),
+			fmt.Sprintf("%+v", p.Status)
+	})
+	eventually(t, waitShort, "one events stream per ready worker", func() (bool, string) {
+		n := 0
+		for _, p := range pods {
+			n += agent.streamCount(client.ObjectKeyFromObject(&p))
+		}
+		return n == 3, fmt.Sprintf("%d streams", n)
+	})
+	waitEvents(t, ns, "shell", "WorkersCreated")
+
+	// A worker that dies is replaced, under the same name.
+	dead := pods[1]
+	dead.Status.Phase = corev1.PodFailed
+	if err := env.Client.Status().Update(ctx, &dead); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitShort, "the failed worker replaced", func() (bool, string) {
+		var p corev1.Pod
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&dead), &p); err != nil {
+			return false, err.Error()
+		}
+		return p.UID != dead.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
+	})
+	waitEvents(t, ns, "shell", "WorkerFailed")
+}
+
+func TestPoolServiceAccountAndTemplate(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	startOperator(t, ns, newFakeAgent())
+	pool := utiltesting.MakeShellPool("plugin", ns).Replicas(1).Image("example/worker:1").Obj()
+	pool.Spec.ServiceAccountName = "shell-user"
+	pool.Spec.Template.Labels = map[string]string{"team": "ops", shellv1alpha1.LabelPool: "spoofed"}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	pods := markWorkersReady(t, ns, "plugin", 1)
+	spec := pods[0].Spec
+	if spec.ServiceAccountName != "shell-user" || spec.AutomountServiceAccountToken != nil {
+		t.Errorf("service account %q, automount %v: want the pool's account and its token",
+			spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	if got := pods[0].Labels; got["team"] != "ops" || got[shellv1alpha1.LabelPool] != "plugin" {
+		t.Errorf("labels %v: want the template's, with the operator's winning", got)
+	}
+	if spec.Containers[0].Image != "example/worker:1" {
+		t.Errorf("image %s", spec.Containers[0].Image)
+	}
+}
+
+// TestPoolRestart: a new revision brings new workers at once; the old
+// worker that runs a job stays until the job ends, the idle ones go, and a
+// job still queued goes to the new revision.
+func TestPoolRestart(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	agent := newFakeAgent()
+	startOperator(t, ns, agent)
+	readyPool(t, ns, "shell", 2)
+	oldRev := getPool(t, ns, "shell").Status.Revision
+
+	createJob(t, utiltesting.MakeShellJob("a", ns).Command("sleep 100"))
+	createJob(t, utiltesting.MakeShellJob("b", ns).Command("sleep 100"))
+	a := waitPhase(t, ns, "a", shellv1alpha1.PhaseRunning)
+	waitPhase(t, ns, "b", shellv1alpha1.PhaseRunning)
+	createJob(t, utiltesting.MakeShellJob("queued", ns).Command("echo later"))
+	eventually(t, waitShort, "queued job waiting", func() (bool, string) {
+		j := getJob(t, ns, "queued")
+		c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobScheduled)
+		return c != nil && c.Reason == shellv1alpha1.ShellJobScheduledReasonNoIdleWorker, fmt.Sprintf("%v", j.Status.Conditions)
+	})
+	// b ends before the restart, so its worker is idle.
+	b := getJob(t, ns, "b")
+	agent.exit(podKey(b), string(b.UID), 0)
+	waitPhase(t, ns, "b", shellv1alpha1.PhaseSucceeded)
+	// The queued job now runs on b's worker, and ends at once.
+	waitPhase(t, ns, "queued", shellv1alpha1.PhaseSucceeded)
+
+	createJob(t, utiltesting.MakeShellJob("c", ns).Command("sleep 100"))
+	waitPhase(t, ns, "c", shellv1alpha1.PhaseRunning)
+	// Both workers busy: a and c. Queue d, then restart.
+	createJob(t, utiltesting.MakeShellJob("d", ns).Command("sleep 100"))
+	eventually(t, waitShort, "d waiting", func() (bool, string) {
+		j := getJob(t, ns, "d")
+		return j.Status.Number != 0 && j.Status.Pod == "", j.Status.Pod
+	})
+	pool := getPool(t, ns, "shell")
+	pool.Spec.RestartedAt = ptr.To(metav1.Now())
+	if err := env.Client.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitShort, "a new revision", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		return p.Status.Revision != oldRev, p.Status.Revision
+	})
+	newRev := getPool(t, ns, "shell").Status.Revision
+	markWorkersReady(t, ns, "shell", 2)
+	d := waitPhase(t, ns, "d", shellv1alpha1.PhaseRunning)
+	if d.Status.Revision != newRev {
+		t.Errorf("queued job ran on revision %s, want the new %s", d.Status.Revision, newRev)
+	}
+	eventually(t, waitShort, "old revision listed with its 2 running jobs", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		want := []shellv1alpha1.OldRevision{{Revision: oldRev, Pods: 2, RunningJobs: 2}}
+		return cmp.Equal(want, p.Status.OldRevisions), fmt.Sprintf("%+v", p.Status.OldRevisions)
+	})
+
+	// a ends: its old worker goes, c's stays.
+	agent.exit(podKey(a), string(a.UID), 0)
+	waitPhase(t, ns, "a", shellv1alpha1.PhaseSucceeded)
+	eventually(t, waitShort, "a's old worker deleted", func() (bool, string) {
+		var p corev1.Pod
+		err := env.Client.Get(ctx, podKey(a), &p)
+		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
+	})
+	var still corev1.Pod
+	c := getJob(t, ns, "c")
+	if err := env.Client.Get(ctx, podKey(c), &still); err != nil {
+		t.Errorf("c's old worker %s: %v", c.Status.Pod, err)
+	}
+	eventually(t, waitShort, "old revision down to 1 pod", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		want := []shellv1alpha1.OldRevision{{Revision: oldRev, Pods: 1, RunningJobs: 1}}
+		return cmp.Equal(want, p.Status.OldRevisions), fmt.Sprintf("%+v", p.Status.OldRevisions)
+	})
+	agent.exit(podKey(c), string(c.UID), 0)
+	eventually(t, waitShort, "no old revision left", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		return len(p.Status.OldRevisions) == 0, fmt.Sprintf("%+v", p.Status.OldRevisions)
+	})
+	waitEvents(t, ns, "shell", "NewRevision", "WorkersRetired")
+}
+
+// TestPoolsIndependent: a pool whose workers are all busy or missing
+// never holds up another.
+func TestPoolsIndependent(t *testing.T) {
+	ns := namespace(t)
+	startOperator(t, ns, newFakeAgent())
+	readyPool(t, ns, "shell", 1)
+	// The plugin pool never gets ready workers.
+	if err := env.Client.Create(context.Background(), utiltesting.MakeShellPool("plugin", ns).Replicas(1).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	createJob(t, utiltesting.MakeShellJob("p", ns).Pool("plugin").Command("sleep 100"))
+	createJob(t, utiltesting.MakeShellJob("s", ns).Command("echo hi"))
+	waitPhase(t, ns, "s", shellv1alpha1.PhaseSucceeded)
+	p := getJob(t, ns, "p")
+	c := meta.FindStatusCondition(p.Status.Conditions, shellv1alpha1.ShellJobScheduled)
+	if c == nil || c.Reason != shellv1alpha1.ShellJobScheduledReasonNoReadyWorker {
+		t.Errorf("plugin job: Scheduled %+v, want NoReadyWorker", c)
+	}
+}

@@ -1,0 +1,275 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+const (
+	// streamResync is how often the streams are matched to the worker pods
+	// when nothing kicks them sooner.
+	streamResync = 2 * time.Second
+	// streamBackoffMin and streamBackoffMax bound the wait before a broken
+	// events stream is opened again.
+	streamBackoffMin = 250 * time.Millisecond
+	streamBackoffMax = 10 * time.Second
+)
+
+// agentFacts is what a worker's agent reported of one job.
+type agentFacts struct {
+	Pod       string
+	PGID      int
+	StartedAt time.Time
+	// Exited is set once the command has ended and its output is closed.
+	Exited   bool
+	ExitCode *int
+	ExitedAt time.Time
+	// OutputBytes and DroppedBytes count written and not kept bytes.
+	OutputBytes  int64
+	DroppedBytes int64
+	// LastOutput is when the command last wrote; zero if it never did.
+	LastOutput time.Time
+}
+
+// factStore holds the agents' reports by job UID, for the ShellJob
+// reconciler. The streams write it; the reconciler reads it and forgets a
+// job once its end is recorded.
+type factStore struct {
+	mu    sync.Mutex
+	facts map[types.UID]agentFacts
+}
+
+func newFactStore() *factStore { return &factStore{facts: map[types.UID]agentFacts{}} }
+
+// record merges an event and tells whether the reconciler should look at
+// the job now: on its first report and on its exit. Status reports only
+// refresh the counters that idle timeouts read.
+func (s *factStore) record(pod string, ev agentapi.Event) bool {
+	uid := types.UID(ev.Job)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, known := s.facts[uid]
+	if known && f.Pod != pod {
+		// The job's name is its UID, so this is a stray report: keep the
+		// first pod's.
+		return false
+	}
+	f.Pod = pod
+	if ev.PGID != 0 {
+		f.PGID = ev.PGID
+	}
+	f.OutputBytes = max(f.OutputBytes, ev.OutputBytes)
+	f.DroppedBytes = max(f.DroppedBytes, ev.DroppedBytes)
+	if ev.LastOutput != nil && ev.LastOutput.After(f.LastOutput) {
+		f.LastOutput = *ev.LastOutput
+	}
+	notify := !known
+	switch ev.Type {
+	case agentapi.EventStarted:
+		if f.StartedAt.IsZero() {
+			f.StartedAt = ev.Time
+		}
+	case agentapi.EventExited:
+		if !f.Exited {
+			f.Exited, f.ExitCode, f.ExitedAt = true, ev.ExitCode, ev.Time
+			notify = true
+		}
+	}
+	s.facts[uid] = f
+	return notify
+}
+
+// get returns what is known of a job.
+func (s *factStore) get(uid types.UID) (agentFacts, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.facts[uid]
+	return f, ok
+}
+
+// started records a start answered by the agent, before its stream
+// reports it.
+func (s *factStore) started(uid types.UID, pod string, resp agentapi.StartResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.facts[uid]
+	if ok && f.Pod != pod {
+		return
+	}
+	f.Pod, f.PGID = pod, resp.PGID
+	if f.StartedAt.IsZero() {
+		f.StartedAt = resp.StartedAt
+	}
+	s.facts[uid] = f
+}
+
+func (s *factStore) forget(uid types.UID) {
+	s.mu.Lock()
+	delete(s.facts, uid)
+	s.mu.Unlock()
+}
+
+// workerStreams keeps one agent events stream open per ready worker pod,
+// whatever its revision, for as long as the pod runs. The design asks for
+// one long-lived stream per pod rather than one per job, so that many jobs
+// stay cheap. The agent starts each stream with the state of every job it
+// knows, so a restarted operator learns the exits it missed.
+//
+// Reports go into the fact store, and the jobs they concern are sent on
+// notify, a source.Channel of the ShellJob controller. workerStreams is a
+// manager Runnable that runs on the leader only.
+type workerStreams struct {
+	agent  agentapi.Client
+	cache  client.Reader
+	facts  *factStore
+	notify chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob]
+	clock  clock.WithTicker
+	log    logr.Logger
+
+	kicks chan struct{}
+
+	mu      sync.Mutex
+	streams map[types.UID]context.CancelFunc
+}
+
+func newWorkerStreams(agent agentapi.Client, cache client.Reader, facts *factStore,
+	notify chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob], clk clock.WithTicker, log logr.Logger) *workerStreams {
+	return &workerStreams{
+		agent: agent, cache: cache, facts: facts, notify: notify, clock: clk, log: log,
+		kicks:   make(chan struct{}, 1),
+		streams: map[types.UID]context.CancelFunc{},
+	}
+}
+
+// NeedLeaderElection makes the streams run on the leader only: only the
+// leader acts on what they report.
+func (s *workerStreams) NeedLeaderElection() bool { return true }
+
+// Kick asks for the streams to be matched to the pods now, as after a pool
+// reconcile. It never blocks.
+func (s *workerStreams) Kick() {
+	select {
+	case s.kicks <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs until ctx ends.
+func (s *workerStreams) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := s.clock.NewTicker(streamResync)
+	defer t.Stop()
+	for {
+		if err := s.sync(ctx, &wg); err != nil {
+			s.log.Error(err, "Match event streams to worker pods")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		case <-s.kicks:
+		}
+	}
+}
+
+// sync opens a stream for each running, ready worker pod and closes those
+// of pods that are gone or being deleted.
+func (s *workerStreams) sync(ctx context.Context, wg *sync.WaitGroup) error {
+	var pods corev1.PodList
+	if err := s.cache.List(ctx, &pods, client.HasLabels{shellv1alpha1.LabelPool}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := map[types.UID]bool{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if _, open := s.streams[pod.UID]; !open && !podReady(pod) {
+			continue
+		}
+		keep[pod.UID] = true
+		if _, open := s.streams[pod.UID]; open {
+			continue
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		s.streams[pod.UID] = cancel
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		wg.Go(func() { s.run(sctx, key) })
+	}
+	for uid, cancel := range s.streams {
+		if !keep[uid] {
+			cancel()
+			delete(s.streams, uid)
+		}
+	}
+	return nil
+}
+
+// run keeps one pod's stream open until ctx ends.
+func (s *workerStreams) run(ctx context.Context, pod types.NamespacedName) {
+	log := s.log.WithValues("pod", pod)
+	backoff := streamBackoffMin
+	for {
+		opened := s.clock.Now()
+		err := s.agent.Events(ctx, pod, func(ev agentapi.Event) { s.handle(ctx, pod, ev) })
+		if ctx.Err() != nil {
+			return
+		}
+		if s.clock.Since(opened) > streamBackoffMax {
+			backoff = streamBackoffMin
+		}
+		log.V(1).Info("Events stream ended; opening it again", "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(backoff):
+		}
+		backoff = min(2*backoff, streamBackoffMax)
+	}
+}
+
+// handle records one event of an unfinished job and wakes its reconcile.
+func (s *workerStreams) handle(ctx context.Context, pod types.NamespacedName, ev agentapi.Event) {
+	var list shellv1alpha1.ShellJobList
+	if err := s.cache.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{indexJobUID: ev.Job}); err != nil {
+		s.log.Error(err, "Find the job of an agent event", "pod", pod, "job", ev.Job)
+		return
+	}
+	if len(list.Items) == 0 || shelljob.IsFinished(&list.Items[0]) {
+		// A job deleted since, or one whose end is recorded: the agent
+		// replays every job its spool still holds.
+		return
+	}
+	if s.facts.record(pod.Name, ev) {
+		select {
+		case s.notify <- event.TypedGenericEvent[*shellv1alpha1.ShellJob]{Object: &list.Items[0]}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// podReady tells whether a pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
