@@ -2,6 +2,7 @@ package agentapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -15,7 +16,92 @@ const (
 	// SpoolDir is the emptyDir that holds each job's spool, exit status and
 	// $SHELLJOB_OUT directory. It outlives restarts of every reader.
 	SpoolDir = "/var/lib/shelljob"
+	// SpoolDirEnv overrides SpoolDir for the daemon and its subcommands.
+	SpoolDirEnv = "SHELLJOB_SPOOL_DIR"
 )
+
+// ProtocolVersion is the version of the exec protocol below. Callers pass it
+// as FlagProtocol; an agent that speaks only older versions exits with
+// ExitProtocol. Versions only grow: a new field in a JSON answer, or a new
+// frame kind in the follow stream, needs a new version.
+const ProtocolVersion = 1
+
+// Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
+// that runs for one exec:
+//
+//	start      stdin: StartRequest as JSON; stdout: StartResponse as JSON.
+//	signal     --job --signal; stdout: SignalResponse as JSON.
+//	events     stdout: Event as JSON lines, until stdin closes (with
+//	           --watch-stdin) or the daemon ends.
+//	follow     --job --offset; stdout: the follow stream (FollowMagic and
+//	           frames) with --framed, else the raw output with the
+//	           not-kept lines.
+//	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
+//	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
+//
+// Every subcommand takes --protocol. Errors go to stderr, one line, with
+// the exit codes below.
+const (
+	CmdStart    = "start"
+	CmdSignal   = "signal"
+	CmdEvents   = "events"
+	CmdFollow   = "follow"
+	CmdPutFiles = "put-files"
+	CmdGetFiles = "get-files"
+)
+
+// Flags of the subcommands.
+const (
+	FlagProtocol = "--protocol"
+	FlagJob      = "--job"
+	FlagSignal   = "--signal"
+	FlagOffset   = "--offset"
+	// FlagFramed makes follow write frames (FollowMagic first), so that a
+	// caller can tell output from the not-kept lines and resume exactly.
+	FlagFramed = "--framed"
+	// FlagWatchStdin makes events and follow end when their stdin closes,
+	// so that a subcommand whose caller went away does not linger in the pod.
+	FlagWatchStdin = "--watch-stdin"
+)
+
+// Exit codes of the subcommands, beyond 0 (done) and 1 (any other error).
+const (
+	ExitUsage      = 2
+	ExitUnknownJob = 3
+	ExitBusy       = 4
+	ExitStarted    = 5
+	ExitProtocol   = 6
+)
+
+// Errors a Client returns, wrapped with the pod and job; test with errors.Is.
+var (
+	// ErrUnknownJob: the agent knows no such job (it never started there,
+	// or its spool was removed).
+	ErrUnknownJob = errors.New("unknown job")
+	// ErrBusy: a Stateful job was started while the persistent shell still
+	// runs another one. Start it again once that job has exited.
+	ErrBusy = errors.New("persistent shell busy")
+	// ErrStarted: PutFiles came after the job had started.
+	ErrStarted = errors.New("job already started")
+	// ErrProtocol: the agent does not speak ProtocolVersion.
+	ErrProtocol = errors.New("agent protocol mismatch")
+)
+
+// ExitError maps an exit code of a subcommand to one of the errors above,
+// or nil for the codes it does not know.
+func ExitError(code int) error {
+	switch code {
+	case ExitUnknownJob:
+		return ErrUnknownJob
+	case ExitBusy:
+		return ErrBusy
+	case ExitStarted:
+		return ErrStarted
+	case ExitProtocol:
+		return ErrProtocol
+	}
+	return nil
+}
 
 // StartRequest asks the agent to run a command.
 type StartRequest struct {
@@ -25,21 +111,26 @@ type StartRequest struct {
 	// Command is the shell code.
 	Command string `json:"command"`
 	// Stateful feeds Command to the worker's persistent shell; otherwise it
-	// runs as `SHELL -c COMMAND` in a new session.
+	// runs as `SHELL -c COMMAND` in a new session. Stateful needs zsh.
 	Stateful bool `json:"stateful,omitempty"`
-	// Shell is the shell to run, such as zsh.
-	Shell string `json:"shell"`
+	// Shell is the shell to run, such as zsh. Defaults to zsh.
+	Shell string `json:"shell,omitempty"`
 }
 
 // StartResponse says how a command started.
 type StartResponse struct {
+	// PGID is the command's process group. For a Stateful job it is the
+	// persistent shell's group, which outlives the job.
 	PGID      int       `json:"pgid"`
 	StartedAt time.Time `json:"startedAt"`
 }
 
 // SignalResponse says what a signal found.
 type SignalResponse struct {
-	// GroupEmpty is true when the process group had no process left.
+	// GroupEmpty is true when the process group had no process left, either
+	// before the signal (nothing was sent) or within a moment after it. A
+	// job that has exited always answers true. For a Stateful job the
+	// persistent shell itself does not count.
 	GroupEmpty bool `json:"groupEmpty"`
 }
 
@@ -47,24 +138,36 @@ type SignalResponse struct {
 type EventType string
 
 const (
-	// EventStarted: the command started.
+	// EventStarted: the command started. Time is its start time.
 	EventStarted EventType = "started"
 	// EventExited: the command's output is closed and its exit status known;
-	// the job has ended.
+	// the job has ended. Time is when it ended.
 	EventExited EventType = "exited"
-	// EventStatus: a periodic report of a running job's output counters.
+	// EventStatus: a report of a running job's output counters, about every
+	// second.
 	EventStatus EventType = "status"
+	// EventSynced: the stream has reported every job the agent knows (a
+	// started or an exited event each); what follows is news. A job the
+	// caller thinks runs there but that was not reported is unknown to the
+	// agent. Job is empty.
+	EventSynced EventType = "synced"
 )
 
 // Event is one line of the agent's event stream.
 type Event struct {
 	Type EventType `json:"type"`
-	Job  string    `json:"job"`
+	Job  string    `json:"job,omitempty"`
 	Time time.Time `json:"time"`
 	PGID int       `json:"pgid,omitempty"`
-	// ExitCode is set on EventExited, as a shell reports it (128+N after signal N).
+	// ExitCode is set on EventExited, as a shell reports it (128+N after
+	// signal N; the trap's own status when a trap handled the signal). It
+	// is nil when Lost.
 	ExitCode *int `json:"exitCode,omitempty"`
-	// OutputBytes and DroppedBytes count written and not kept bytes.
+	// Lost is set on EventExited when the agent restarted while the command
+	// ran, so its exit status is unknown.
+	Lost bool `json:"lost,omitempty"`
+	// OutputBytes counts the bytes the command wrote; DroppedBytes those of
+	// them that the spool did not keep.
 	OutputBytes  int64 `json:"outputBytes,omitempty"`
 	DroppedBytes int64 `json:"droppedBytes,omitempty"`
 	// LastOutput is when the command last wrote, for idle timeouts.
@@ -73,17 +176,29 @@ type Event struct {
 
 // Client reaches the agent of a worker pod. The operator, the bot and the
 // CLI use the exec implementation in internal/agentclient; tests may use an
-// in-process one.
+// in-process one (agent.Pods). Errors name the pod.
 type Client interface {
 	// Start runs a command. It is idempotent per job.
 	Start(ctx context.Context, pod types.NamespacedName, req StartRequest) (StartResponse, error)
-	// Signal sends sig to the job's process group.
+	// Signal sends sig to the job's process group. The first signal also
+	// marks the job's output as stopped: at most 256 KiB more is kept.
 	Signal(ctx context.Context, pod types.NamespacedName, job string, sig Signal) (SignalResponse, error)
 	// Events streams the events of every job of the pod, starting with the
-	// state of each known job, until ctx ends or the stream breaks.
+	// state of each known job and EventSynced, until ctx ends or the stream
+	// breaks.
 	Events(ctx context.Context, pod types.NamespacedName, handle func(Event)) error
 	// Follow copies the job's output from byte offset to w, and returns when
-	// the output is closed (the job ended) with the offset reached.
+	// the output is closed (the job ended) with the offset reached. On an
+	// error it returns the offset reached so far: follow again from there.
+	//
+	// Offsets count the bytes the command wrote, as Event.OutputBytes does,
+	// whether or not they were kept. Where the bytes from the offset on are
+	// no longer kept (the middle of a long output, or more than 256 KiB
+	// after a stop), w gets GapLine or AfterStopLine instead and the offset
+	// moves past them. So resume from the returned offset, not from the
+	// number of bytes written to w. A reader that keeps up gets every byte;
+	// one that falls behind by more than the tail cap gets the gap line.
+	// Following an ended job from 0 gives exactly what the spool kept.
 	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.

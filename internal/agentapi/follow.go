@@ -1,0 +1,157 @@
+package agentapi
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// FollowMagic opens a framed follow stream. Frames follow it, each a header
+// line and, for data, its bytes:
+//
+//	d N\n  then N bytes of output
+//	g N\n  N bytes of the middle of the output were not kept
+//	s N\n  N bytes written after the stop were not kept
+//	e O\n  the output is closed at offset O: the job ended
+//
+// Every frame but e moves the offset by N. A stream that breaks before e is
+// cut short, and the reader follows again from the offset it reached.
+const FollowMagic = "shelljob-follow 1\n"
+
+// GapLine stands for n bytes of the middle of an output that were not kept.
+// It is the line the in-memory caps put there too (bot/outbuf).
+func GapLine(n int64) string { return fmt.Sprintf("\n[… %d bytes not kept …]\n", n) }
+
+// AfterStopLine stands for the n bytes written after a stop beyond what was
+// kept.
+func AfterStopLine(n int64) string {
+	return fmt.Sprintf("\n[… %d bytes written after the stop not kept …]\n", n)
+}
+
+// FollowSink receives what a follow finds, in order.
+type FollowSink interface {
+	// Data is output that was kept.
+	Data(p []byte) error
+	// Gap stands for n bytes of the middle that were not kept.
+	Gap(n int64) error
+	// AfterStop stands for n bytes written after the stop that were not kept.
+	AfterStop(n int64) error
+}
+
+// FrameWriter writes a framed follow stream.
+type FrameWriter struct {
+	w       io.Writer
+	started bool
+}
+
+// NewFrameWriter returns a FrameWriter that writes to w. FollowMagic goes
+// out with the first frame.
+func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
+
+func (f *FrameWriter) header(kind byte, n int64) error {
+	var b []byte
+	if !f.started {
+		b = append(b, FollowMagic...)
+		f.started = true
+	}
+	b = append(b, kind, ' ')
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, '\n')
+	_, err := f.w.Write(b)
+	return err
+}
+
+// Data implements FollowSink.
+func (f *FrameWriter) Data(p []byte) error {
+	if err := f.header('d', int64(len(p))); err != nil {
+		return err
+	}
+	_, err := f.w.Write(p)
+	return err
+}
+
+// Gap implements FollowSink.
+func (f *FrameWriter) Gap(n int64) error { return f.header('g', n) }
+
+// AfterStop implements FollowSink.
+func (f *FrameWriter) AfterStop(n int64) error { return f.header('s', n) }
+
+// End writes the last frame: the output is closed at offset.
+func (f *FrameWriter) End(offset int64) error { return f.header('e', offset) }
+
+// TextSink writes what a follow finds as text: the output, with GapLine and
+// AfterStopLine in place of what was not kept.
+type TextSink struct{ W io.Writer }
+
+// Data implements FollowSink.
+func (t TextSink) Data(p []byte) error { _, err := t.W.Write(p); return err }
+
+// Gap implements FollowSink.
+func (t TextSink) Gap(n int64) error { _, err := io.WriteString(t.W, GapLine(n)); return err }
+
+// AfterStop implements FollowSink.
+func (t TextSink) AfterStop(n int64) error {
+	_, err := io.WriteString(t.W, AfterStopLine(n))
+	return err
+}
+
+// ReadFollow reads a framed follow stream that starts at offset, writes it
+// to w as TextSink does, and returns the offset reached. It returns nil
+// once the e frame came, and io.ErrUnexpectedEOF for a stream cut before.
+func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic := make([]byte, len(FollowMagic))
+	if _, err := io.ReadFull(br, magic); err != nil {
+		return offset, unexpected(err)
+	}
+	if string(magic) != FollowMagic {
+		return offset, fmt.Errorf("follow stream starts with %q: %w", magic, ErrProtocol)
+	}
+	sink := TextSink{W: w}
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return offset, unexpected(err)
+		}
+		if len(line) < 4 || line[1] != ' ' {
+			return offset, fmt.Errorf("bad follow frame %q: %w", line, ErrProtocol)
+		}
+		n, err := strconv.ParseInt(string(line[2:len(line)-1]), 10, 64)
+		if err != nil || n < 0 {
+			return offset, fmt.Errorf("bad follow frame %q: %w", line, ErrProtocol)
+		}
+		switch line[0] {
+		case 'd':
+			m, err := io.CopyN(w, br, n)
+			offset += m
+			if err != nil {
+				return offset, unexpected(err)
+			}
+		case 'g':
+			if err := sink.Gap(n); err != nil {
+				return offset, err
+			}
+			offset += n
+		case 's':
+			if err := sink.AfterStop(n); err != nil {
+				return offset, err
+			}
+			offset += n
+		case 'e':
+			if n != offset {
+				return offset, fmt.Errorf("follow ended at %d, reader at %d: %w", n, offset, ErrProtocol)
+			}
+			return offset, nil
+		default:
+			return offset, fmt.Errorf("bad follow frame %q: %w", line, ErrProtocol)
+		}
+	}
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
