@@ -1,0 +1,309 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/proc"
+	"shelljob.dev/shelljob/agent/spool"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// maxStartBytes bounds a start request on stdin: a 64 KiB command, escaped.
+const maxStartBytes = 1 << 20
+
+const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 of a worker)
+       shelljob-agent start                  StartRequest JSON on stdin
+       shelljob-agent signal --job J --signal INT|TERM|KILL
+       shelljob-agent stop --job J [--step 2s]   INT, TERM, KILL, a step apart
+       shelljob-agent events [--watch-stdin]
+       shelljob-agent follow --job J [--offset N] [--framed] [--watch-stdin]
+       shelljob-agent put-files --job J      tar on stdin
+       shelljob-agent get-files --job J      tar on stdout
+Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
+--socket and --protocol.
+`
+
+// Main runs the command line with args (without the program name) and
+// returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	run := map[string]func(*env, []string) error{
+		"serve":              serve,
+		agentapi.CmdStart:    start,
+		agentapi.CmdSignal:   signalCmd,
+		"stop":               stop,
+		agentapi.CmdEvents:   events,
+		agentapi.CmdFollow:   follow,
+		agentapi.CmdPutFiles: putFiles,
+		agentapi.CmdGetFiles: getFiles,
+	}[cmd]
+	if run == nil {
+		fmt.Fprint(stderr, usage)
+		return agentapi.ExitUsage
+	}
+	e := &env{cmd: cmd, stdin: stdin, stdout: stdout, stderr: stderr}
+	err := run(e, args)
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		fmt.Fprintf(stderr, "shelljob-agent %s: %v\n", cmd, err)
+		return agentapi.ExitUsage
+	case errors.Is(err, flag.ErrHelp):
+		return agentapi.ExitUsage
+	}
+	fmt.Fprintf(stderr, "shelljob-agent %s: %v\n", cmd, err)
+	return agent.ExitCode(err)
+}
+
+type usageError struct{ error }
+
+type env struct {
+	cmd            string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	fs       *flag.FlagSet
+	spoolDir string
+	socket   string
+	protocol int
+}
+
+// flags starts the subcommand's flag set with the common flags.
+func (e *env) flags() *flag.FlagSet {
+	e.fs = flag.NewFlagSet(e.cmd, flag.ContinueOnError)
+	e.fs.SetOutput(e.stderr)
+	def := os.Getenv(agentapi.SpoolDirEnv)
+	if def == "" {
+		def = agentapi.SpoolDir
+	}
+	e.fs.StringVar(&e.spoolDir, "spool-dir", def, "the spool directory")
+	e.fs.StringVar(&e.socket, "socket", "", "the daemon's socket (default SPOOL-DIR/agent.sock)")
+	e.fs.IntVar(&e.protocol, "protocol", agentapi.ProtocolVersion, "the exec protocol the caller speaks")
+	return e.fs
+}
+
+// parse parses args, checks the protocol and makes the client.
+func (e *env) parse(args []string) (*agent.Client, error) {
+	if err := e.fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if e.fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected arguments %q", e.fs.Args())}
+	}
+	if e.protocol < 1 || e.protocol > agentapi.ProtocolVersion {
+		return nil, fmt.Errorf("caller speaks protocol %d, this agent %d: %w", e.protocol, agentapi.ProtocolVersion, agentapi.ErrProtocol)
+	}
+	if e.socket == "" {
+		e.socket = agent.SocketPath(e.spoolDir)
+	}
+	return agent.NewClient(e.socket), nil
+}
+
+func needJob(job string) error {
+	if job == "" {
+		return usageError{errors.New("--job is required")}
+	}
+	return nil
+}
+
+// context ends on SIGINT or SIGTERM, and with watchStdin when stdin closes:
+// the exec that ran the subcommand is gone.
+func (e *env) context(watchStdin bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if watchStdin {
+		go func() {
+			_, _ = io.Copy(io.Discard, e.stdin)
+			cancel()
+		}()
+	}
+	return ctx, cancel
+}
+
+func (e *env) printJSON(v any) error {
+	return json.NewEncoder(e.stdout).Encode(v)
+}
+
+func serve(e *env, args []string) error {
+	fs := e.flags()
+	var (
+		opts agent.Options
+		lim  spool.Limits
+		v    int
+	)
+	fs.StringVar(&opts.Shell, "shell", "zsh", "the shell of jobs that name none")
+	fs.StringVar(&opts.Home, "home", "", "the working directory of commands (default $HOME)")
+	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
+	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
+	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
+	fs.Int64Var(&lim.HeadBytes, "head-bytes", spool.DefaultHeadBytes, "bytes kept from the start of an output")
+	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")
+	fs.Int64Var(&lim.AfterStopBytes, "after-stop-bytes", spool.DefaultAfterStopBytes, "bytes kept after a stop")
+	fs.Int64Var(&lim.ChunkBytes, "chunk-bytes", spool.DefaultChunkBytes, "size of the spool's files")
+	fs.IntVar(&v, "v", 0, "log verbosity")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	opts.SpoolDir, opts.Socket, opts.Limits = e.spoolDir, e.socket, lim
+	stderr := e.stderr
+	opts.Logger = funcr.NewJSON(func(obj string) { fmt.Fprintln(stderr, obj) }, funcr.Options{Verbosity: v})
+	if os.Getpid() != 1 {
+		if err := proc.SetSubreaper(); err != nil {
+			opts.Logger.Error(err, "orphans of jobs will not be reaped here")
+		}
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	return agent.New(opts).Run(logr.NewContext(ctx, opts.Logger))
+}
+
+func start(e *env, args []string) error {
+	e.flags()
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(io.LimitReader(e.stdin, maxStartBytes))
+	if err != nil {
+		return fmt.Errorf("read request: %w", err)
+	}
+	var req agentapi.StartRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		return usageError{fmt.Errorf("read request: %w", err)}
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	resp, err := c.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	return e.printJSON(resp)
+}
+
+func signalCmd(e *env, args []string) error {
+	fs := e.flags()
+	job := fs.String("job", "", "the job")
+	sig := fs.String("signal", "", "INT, TERM or KILL")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := needJob(*job); err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	resp, err := c.Signal(ctx, *job, agentapi.Signal(strings.TrimPrefix(strings.ToUpper(*sig), "SIG")))
+	if err != nil {
+		return err
+	}
+	return e.printJSON(resp)
+}
+
+func stop(e *env, args []string) error {
+	fs := e.flags()
+	job := fs.String("job", "", "the job")
+	step := fs.Duration("step", agent.StopStep, "time between the signals")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := needJob(*job); err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.Stop(ctx, *job, *step, func(sig agentapi.Signal, r agentapi.SignalResponse) {
+		_ = e.printJSON(struct {
+			Signal agentapi.Signal `json:"signal"`
+			agentapi.SignalResponse
+		}{sig, r})
+	})
+}
+
+func events(e *env, args []string) error {
+	fs := e.flags()
+	watch := fs.Bool("watch-stdin", false, "end when stdin closes")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.context(*watch)
+	defer cancel()
+	if err := c.EventLines(ctx, e.stdout); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+func follow(e *env, args []string) error {
+	fs := e.flags()
+	job := fs.String("job", "", "the job")
+	offset := fs.Int64("offset", 0, "the byte offset to follow from")
+	framed := fs.Bool("framed", false, "write the framed follow stream")
+	watch := fs.Bool("watch-stdin", false, "end when stdin closes")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := needJob(*job); err != nil {
+		return err
+	}
+	ctx, cancel := e.context(*watch)
+	defer cancel()
+	if *framed {
+		return c.FollowFrames(ctx, *job, *offset, e.stdout)
+	}
+	_, err = c.Follow(ctx, *job, *offset, e.stdout)
+	return err
+}
+
+func putFiles(e *env, args []string) error {
+	fs := e.flags()
+	job := fs.String("job", "", "the job")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := needJob(*job); err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.PutFiles(ctx, *job, e.stdin)
+}
+
+func getFiles(e *env, args []string) error {
+	fs := e.flags()
+	job := fs.String("job", "", "the job")
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := needJob(*job); err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.GetFiles(ctx, *job, e.stdout)
+}

@@ -1,0 +1,232 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// Client talks to a daemon over its socket. Its methods are those of
+// agentapi.Client, for the daemon it was made for.
+type Client struct{ socket string }
+
+// NewClient returns a Client of the daemon listening on socket.
+func NewClient(socket string) *Client { return &Client{socket: socket} }
+
+// stream is an answered request: the rest of its stream is in r.
+type stream struct {
+	conn net.Conn
+	r    *bufio.Reader
+	stop func() bool
+}
+
+// Close ends the stream.
+func (s *stream) Close() error {
+	s.stop()
+	return s.conn.Close()
+}
+
+// call sends req, and body after it when set, and reads the reply. The
+// stream is cut when ctx ends.
+func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream, reply, error) {
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, reply{}, fmt.Errorf("reach agent: %w", err)
+	}
+	s := &stream{conn: conn, stop: context.AfterFunc(ctx, func() { conn.Close() })}
+	fail := func(err error) (*stream, reply, error) {
+		s.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, reply{}, err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return fail(fmt.Errorf("send request: %w", err))
+	}
+	var sendErr error
+	if body != nil {
+		if _, sendErr = io.Copy(conn, body); sendErr == nil {
+			sendErr = conn.(*net.UnixConn).CloseWrite()
+		}
+	}
+	s.r = bufio.NewReaderSize(conn, 64<<10)
+	line, err := s.r.ReadBytes('\n')
+	if err != nil {
+		if sendErr != nil {
+			err = sendErr
+		}
+		return fail(fmt.Errorf("read reply: %w", err))
+	}
+	var rep reply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return fail(fmt.Errorf("read reply: %w", err))
+	}
+	if rep.Error != "" {
+		return fail(&Error{Msg: rep.Error, Code: rep.Code})
+	}
+	if sendErr != nil {
+		return fail(fmt.Errorf("send: %w", sendErr))
+	}
+	return s, rep, nil
+}
+
+// Start runs a command; see agentapi.Client.
+func (c *Client) Start(ctx context.Context, req agentapi.StartRequest) (agentapi.StartResponse, error) {
+	st, rep, err := c.call(ctx, request{Op: agentapi.CmdStart, Job: req.Job, Start: &req}, nil)
+	if err != nil {
+		return agentapi.StartResponse{}, err
+	}
+	st.Close()
+	if rep.Start == nil {
+		return agentapi.StartResponse{}, errors.New("start: empty reply")
+	}
+	return *rep.Start, nil
+}
+
+// Signal sends sig to the job's process group; see agentapi.Client.
+func (c *Client) Signal(ctx context.Context, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	st, rep, err := c.call(ctx, request{Op: agentapi.CmdSignal, Job: job, Signal: sig}, nil)
+	if err != nil {
+		return agentapi.SignalResponse{}, err
+	}
+	st.Close()
+	if rep.Signal == nil {
+		return agentapi.SignalResponse{}, errors.New("signal: empty reply")
+	}
+	return *rep.Signal, nil
+}
+
+// EventLines copies the event stream, JSON lines, to w until ctx ends or
+// the daemon ends it; see agentapi.Client.Events.
+func (c *Client) EventLines(ctx context.Context, w io.Writer) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = io.Copy(w, st.r)
+	return streamEnd(ctx, err, "events")
+}
+
+// Events streams the events of every job; see agentapi.Client.
+func (c *Client) Events(ctx context.Context, handle func(agentapi.Event)) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return streamEnd(ctx, DecodeEvents(st.r, handle), "events")
+}
+
+// DecodeEvents reads Event JSON lines from r until it ends.
+func DecodeEvents(r io.Reader, handle func(agentapi.Event)) error {
+	dec := json.NewDecoder(r)
+	for {
+		var e agentapi.Event
+		if err := dec.Decode(&e); err != nil {
+			return err
+		}
+		handle(e)
+	}
+}
+
+// streamEnd is the error of a stream that ended: ctx's, or a break.
+func streamEnd(ctx context.Context, err error, what string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s stream ended by the agent: %w", what, io.ErrUnexpectedEOF)
+	}
+	return fmt.Errorf("%s stream: %w", what, err)
+}
+
+// FollowFrames copies the framed follow stream to w, as it comes.
+func (c *Client) FollowFrames(ctx context.Context, job string, offset int64, w io.Writer) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := io.Copy(w, st.r); err != nil {
+		return streamEnd(ctx, err, "follow")
+	}
+	return ctx.Err()
+}
+
+// Follow copies the job's output from offset to w; see agentapi.Client.
+func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil)
+	if err != nil {
+		return offset, err
+	}
+	defer st.Close()
+	pos, err := agentapi.ReadFollow(st.r, offset, w)
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return pos, err
+}
+
+// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT.
+func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdPutFiles, Job: job}, tar)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}
+
+// GetFiles writes the job's $SHELLJOB_OUT as a tar stream.
+func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job}, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := io.Copy(w, st.r); err != nil {
+		return streamEnd(ctx, err, "files")
+	}
+	return ctx.Err()
+}
+
+// StopStep is how far apart the steps of Stop are, as the operator spaces
+// them: the reference's kill grace.
+const StopStep = 2 * time.Second
+
+// Stop escalates as the operator does: SIGINT, SIGTERM step later and
+// SIGKILL step after that, ending at the first step that finds the group
+// empty. onStep, if set, hears each step.
+func (c *Client) Stop(ctx context.Context, job string, step time.Duration, onStep func(agentapi.Signal, agentapi.SignalResponse)) error {
+	for _, sig := range []agentapi.Signal{agentapi.SIGINT, agentapi.SIGTERM, agentapi.SIGKILL} {
+		resp, err := c.Signal(ctx, job, sig)
+		if err != nil {
+			return err
+		}
+		if onStep != nil {
+			onStep(sig, resp)
+		}
+		if resp.GroupEmpty || sig == agentapi.SIGKILL {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(step):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,519 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"shelljob.dev/shelljob/agent/proc"
+	"shelljob.dev/shelljob/agent/spool"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// Timings of the daemon.
+const (
+	// DefaultOrphanGrace is how long a job's output may stay open once its
+	// process group is empty: the reference closes it a grace after the
+	// group is found empty, as it spaces its signal steps (2 s).
+	DefaultOrphanGrace = 2 * time.Second
+	// DefaultStatusInterval paces the status events of running jobs: about
+	// every second, enough for idle timeouts counted in seconds.
+	DefaultStatusInterval = time.Second
+	// DefaultRetention is how long an ended job's spool stays: long enough
+	// for the bot to deliver its final and files after a day offline.
+	DefaultRetention = 24 * time.Hour
+
+	// groupPoll is how often an exited command's group is checked while its
+	// output is still open; the check is a scan of /proc.
+	groupPoll = 100 * time.Millisecond
+	// signalSettle is how long Signal watches the group empty after sending,
+	// so that a command that dies of the signal at once is answered as gone.
+	signalSettle = 250 * time.Millisecond
+	// shutdownGrace is how long the daemon, asked to end, waits for the
+	// jobs it sent SIGTERM before SIGKILL; the pod's termination grace
+	// period must be longer.
+	shutdownGrace = 5 * time.Second
+	// janitorInterval paces the removal of spools past their retention.
+	janitorInterval = 10 * time.Minute
+	// subscriberBuffer is how many events a slow events stream may lag
+	// before it is cut; its caller reconnects and gets a fresh snapshot.
+	subscriberBuffer = 4096
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// SpoolDir holds the socket and the jobs. Defaults to agentapi.SpoolDir.
+	SpoolDir string
+	// Socket is the daemon's socket. Defaults to SpoolDir/agent.sock.
+	Socket string
+	// Shell runs jobs that name none. Defaults to zsh.
+	Shell string
+	// Home is the working directory of every command. Defaults to $HOME,
+	// or / when that is unset or missing.
+	Home string
+	// Env is the environment of every command, before the agent's own
+	// variables. Defaults to the daemon's.
+	Env []string
+	// Limits cap each job's spool. Zero fields take the spool's defaults.
+	Limits spool.Limits
+	// OrphanGrace: see DefaultOrphanGrace.
+	OrphanGrace time.Duration
+	// StatusInterval: see DefaultStatusInterval.
+	StatusInterval time.Duration
+	// Retention: see DefaultRetention. Negative keeps spools forever.
+	Retention time.Duration
+	// Logger logs what no caller hears of. Defaults to a discarding logger.
+	Logger logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.SpoolDir == "" {
+		o.SpoolDir = agentapi.SpoolDir
+	}
+	if o.Socket == "" {
+		o.Socket = SocketPath(o.SpoolDir)
+	}
+	if o.Shell == "" {
+		o.Shell = "zsh"
+	}
+	if o.Home == "" {
+		o.Home = "/"
+		if h := os.Getenv("HOME"); h != "" {
+			if fi, err := os.Stat(h); err == nil && fi.IsDir() {
+				o.Home = h
+			}
+		}
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = DefaultOrphanGrace
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = DefaultStatusInterval
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+// SocketPath is where the daemon of spoolDir listens.
+func SocketPath(spoolDir string) string { return filepath.Join(spoolDir, "agent.sock") }
+
+// Daemon runs jobs. Create it with New, then Run it.
+type Daemon struct {
+	opts    Options
+	log     logr.Logger
+	reaper  *proc.Reaper
+	jobsDir string
+	zdotdir string
+
+	mu       sync.Mutex
+	jobs     map[string]*job
+	starting map[string]chan struct{}
+	subs     map[*subscriber]struct{}
+	conns    map[net.Conn]struct{}
+	closing  bool
+
+	// shellMu serializes Stateful starts; shell is the persistent shell.
+	shellMu sync.Mutex
+	shell   *pshell
+}
+
+// New returns a Daemon with opts.
+func New(opts Options) *Daemon {
+	opts = opts.withDefaults()
+	return &Daemon{
+		opts:     opts,
+		log:      opts.Logger,
+		reaper:   proc.NewReaper(),
+		jobsDir:  filepath.Join(opts.SpoolDir, "jobs"),
+		zdotdir:  filepath.Join(opts.SpoolDir, "zdotdir"),
+		jobs:     map[string]*job{},
+		starting: map[string]chan struct{}{},
+		subs:     map[*subscriber]struct{}{},
+		conns:    map[net.Conn]struct{}{},
+	}
+}
+
+// Run serves until ctx ends, then stops the running jobs (SIGTERM, and
+// SIGKILL after a grace) so that their exit statuses are recorded.
+func (d *Daemon) Run(ctx context.Context) error {
+	for _, dir := range []string{d.jobsDir, d.zdotdir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("run agent: %w", err)
+		}
+	}
+	if err := d.load(); err != nil {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	if err := os.Remove(d.opts.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	l, err := net.Listen("unix", d.opts.Socket)
+	if err != nil {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	reapCtx, stopReaping := context.WithCancel(context.Background())
+	defer stopReaping()
+	go d.reaper.Run(reapCtx)
+	go d.janitor(ctx)
+
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if !d.track(conn) {
+				conn.Close()
+				continue
+			}
+			go d.serve(conn)
+		}
+	}()
+	d.log.Info("agent ready", "socket", d.opts.Socket, "spool", d.opts.SpoolDir)
+	<-ctx.Done()
+
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	l.Close()
+	<-accepted
+	d.stopAll()
+	d.mu.Lock()
+	for c := range d.conns {
+		c.Close()
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Daemon) track(c net.Conn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return false
+	}
+	d.conns[c] = struct{}{}
+	return true
+}
+
+func (d *Daemon) untrack(c net.Conn) {
+	d.mu.Lock()
+	delete(d.conns, c)
+	d.mu.Unlock()
+}
+
+// stopAll ends every running job: SIGTERM to its group (the persistent
+// shell ignores it, its command does not), then SIGKILL.
+func (d *Daemon) stopAll() {
+	running := d.running()
+	if len(running) == 0 {
+		return
+	}
+	d.log.Info("stopping jobs", "count", len(running))
+	deadline := time.After(shutdownGrace)
+	for _, j := range running {
+		d.signal(j, agentapi.SIGTERM)
+	}
+	for _, j := range running {
+		select {
+		case <-j.done:
+		case <-deadline:
+			for _, j := range running {
+				d.signal(j, agentapi.SIGKILL)
+			}
+			for _, j := range running {
+				select {
+				case <-j.done:
+				case <-time.After(d.opts.OrphanGrace + time.Second):
+				}
+			}
+			return
+		}
+	}
+}
+
+func (d *Daemon) running() []*job {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*job
+	for _, j := range d.jobs {
+		if !j.ended {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// load registers the jobs of an earlier run. A job that has no exit status
+// was running when that run ended: it is lost.
+func (d *Daemon) load() error {
+	ents, err := os.ReadDir(d.jobsDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		j, err := d.loadJob(e.Name())
+		if err != nil {
+			d.log.Error(err, "skipping a job of an earlier run", "job", e.Name())
+			continue
+		}
+		if j != nil {
+			d.jobs[j.id] = j
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) loadJob(id string) (*job, error) {
+	dir := filepath.Join(d.jobsDir, id)
+	var rec jobRecord
+	if err := readJSON(filepath.Join(dir, jobFile), &rec); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil // inputs put, never started
+		}
+		return nil, err
+	}
+	sp, err := spool.Open(filepath.Join(dir, outputDir))
+	if err != nil {
+		return nil, err
+	}
+	j := newJob(id, dir, rec, sp)
+	var ex exitRecord
+	err = readJSON(filepath.Join(dir, exitFile), &ex)
+	if errors.Is(err, os.ErrNotExist) {
+		st := sp.Stats()
+		ex = exitRecord{Lost: true, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite}
+		err = writeJSON(filepath.Join(dir, exitFile), ex)
+	}
+	if err != nil {
+		return nil, err
+	}
+	j.end(ex)
+	return j, nil
+}
+
+// janitor removes the spools of jobs that ended longer than Retention ago.
+func (d *Daemon) janitor(ctx context.Context) {
+	if d.opts.Retention < 0 {
+		return
+	}
+	t := time.NewTicker(janitorInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-d.opts.Retention)
+		d.mu.Lock()
+		var doomed []string
+		for id, j := range d.jobs {
+			if j.ended && j.exit.EndedAt.Before(cutoff) {
+				delete(d.jobs, id)
+				doomed = append(doomed, j.dir)
+			}
+		}
+		d.mu.Unlock()
+		if ents, err := os.ReadDir(d.jobsDir); err == nil {
+			for _, e := range ents {
+				// Inputs put for a job that never started.
+				dir := filepath.Join(d.jobsDir, e.Name())
+				if _, err := os.Stat(filepath.Join(dir, jobFile)); errors.Is(err, os.ErrNotExist) {
+					if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+						doomed = append(doomed, dir)
+					}
+				}
+			}
+		}
+		for _, dir := range doomed {
+			if err := os.RemoveAll(dir); err != nil {
+				d.log.Error(err, "removing an old spool", "dir", dir)
+			}
+		}
+	}
+}
+
+var jobID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func checkID(id string) error {
+	if !jobID.MatchString(id) {
+		return fmt.Errorf("bad job id %q", id)
+	}
+	return nil
+}
+
+// lookup returns the job, or ErrUnknownJob.
+func (d *Daemon) lookup(id string) (*job, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if j := d.jobs[id]; j != nil {
+		return j, nil
+	}
+	return nil, fmt.Errorf("job %s: %w", id, agentapi.ErrUnknownJob)
+}
+
+// Start runs a job once: a second start of the same job answers as the
+// first and runs nothing.
+func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error) {
+	if err := checkID(req.Job); err != nil {
+		return agentapi.StartResponse{}, err
+	}
+	d.mu.Lock()
+	for {
+		if j := d.jobs[req.Job]; j != nil {
+			d.mu.Unlock()
+			return j.resp(), nil
+		}
+		ch := d.starting[req.Job]
+		if ch == nil {
+			break
+		}
+		d.mu.Unlock()
+		<-ch
+		d.mu.Lock()
+	}
+	if d.closing {
+		d.mu.Unlock()
+		return agentapi.StartResponse{}, fmt.Errorf("start %s: agent is shutting down", req.Job)
+	}
+	ch := make(chan struct{})
+	d.starting[req.Job] = ch
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.starting, req.Job)
+		d.mu.Unlock()
+		close(ch)
+	}()
+
+	if req.Shell == "" {
+		req.Shell = d.opts.Shell
+	}
+	var (
+		j      *job
+		waiter func()
+		err    error
+	)
+	if req.Stateful {
+		j, waiter, err = d.startStateful(req)
+	} else {
+		j, waiter, err = d.startFork(req)
+	}
+	if err != nil {
+		return agentapi.StartResponse{}, fmt.Errorf("start %s: %w", req.Job, err)
+	}
+	d.mu.Lock()
+	d.jobs[j.id] = j
+	d.broadcastLocked(j.startedEvent())
+	d.mu.Unlock()
+	d.log.V(1).Info("job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful)
+	go func() {
+		waiter()
+		d.finish(j)
+	}()
+	return j.resp(), nil
+}
+
+// prepare makes the job's directory and spool and records the command.
+func (d *Daemon) prepare(req agentapi.StartRequest) (dir string, sp *spool.Spool, err error) {
+	dir = filepath.Join(d.jobsDir, req.Job)
+	if err := os.MkdirAll(filepath.Join(dir, filesDir), 0o755); err != nil {
+		return "", nil, err
+	}
+	// An earlier start that failed may have left a spool: start afresh.
+	if err := os.RemoveAll(filepath.Join(dir, outputDir)); err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, commandFile), []byte(req.Command), 0o600); err != nil {
+		return "", nil, err
+	}
+	sp, err = spool.Create(filepath.Join(dir, outputDir), d.opts.Limits)
+	return dir, sp, err
+}
+
+// env is every command's environment, with job's variables when it is set.
+func (d *Daemon) env(dir, id string) []string {
+	own := map[string]bool{"ZDOTDIR": true, "SHELLJOB_OUT": true, "SHELLJOB_JOB": true}
+	env := slices.DeleteFunc(slices.Clone(d.opts.Env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return own[k]
+	})
+	env = append(env, "ZDOTDIR="+d.zdotdir)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
+		env = append(env, "HOME="+d.opts.Home)
+	}
+	if id != "" {
+		env = append(env, "SHELLJOB_OUT="+filepath.Join(dir, filesDir), "SHELLJOB_JOB="+id)
+	}
+	return env
+}
+
+// finish closes the job's spool, records its end and reports it.
+func (d *Daemon) finish(j *job) {
+	if err := j.spool.Close(); err != nil {
+		d.log.Error(err, "closing a spool", "job", j.id)
+	}
+	j.mu.Lock()
+	code := j.code
+	j.mu.Unlock()
+	st := j.spool.Stats()
+	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite}
+	if err := writeJSON(filepath.Join(j.dir, exitFile), ex); err != nil {
+		d.log.Error(err, "recording an exit status", "job", j.id)
+	}
+	d.mu.Lock()
+	j.end(ex)
+	d.broadcastLocked(j.exitedEvent())
+	d.mu.Unlock()
+	d.log.V(1).Info("job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeJSON replaces path atomically, so that a reader after a crash finds
+// the old record or the new one.
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

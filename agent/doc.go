@@ -1,0 +1,31 @@
+// Package agent is the worker pod's agent: a daemon, PID 1 of the pod, that
+// runs shell commands in process groups of their own, spools their output
+// (package spool), and reports their exit status; and the Client that its
+// subcommands (cmd/agent) use to reach it over a unix socket in the spool
+// directory.
+//
+// A Fork or Direct job runs as `SHELL -c CMD` in a new session, so its
+// process group id is its pid. A Stateful job is fed to the worker's
+// persistent zsh, one at a time; see stateful.go for how the shell keeps
+// its state through a stop, and what a restart of it loses.
+//
+// A job ends once its command has exited and its output is closed. When
+// the output stays open after the command's process group is empty (a
+// process that left the group, such as a setsid daemon, holds it), the job
+// ends OrphanGrace after the group was found empty, and what that process
+// writes later is not read.
+//
+// Layout of the spool directory:
+//
+//	agent.sock            the daemon's socket
+//	zdotdir/              empty: ZDOTDIR of every shell, so no startup file prints
+//	jobs/UID/job.json     how the job started
+//	jobs/UID/command      the command
+//	jobs/UID/files/       $SHELLJOB_OUT: inputs before the start, outputs after
+//	jobs/UID/output/      the spool
+//	jobs/UID/exit.json    the exit status and counters, once the job ended
+//
+// The daemon reaps every process with wait4(-1) (package proc), so it must
+// not be embedded in a process that waits for its own children; tests run
+// it as a subprocess.
+package agent

@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"shelljob.dev/shelljob/agent/proc"
+	"shelljob.dev/shelljob/agent/spool"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// Files of a job's directory.
+const (
+	jobFile     = "job.json"
+	exitFile    = "exit.json"
+	commandFile = "command"
+	filesDir    = "files"
+	outputDir   = "output"
+	fifoFile    = "fifo"
+)
+
+const (
+	// readBufBytes is the producer's read size: a quarter of the pipe, so
+	// that a fast writer finds room while the producer stores.
+	readBufBytes = 256 << 10
+	// pipeBytes is the pipe capacity asked for (Linux's default cap for
+	// unprivileged processes): a burst of output never waits for the
+	// producer.
+	pipeBytes = 1 << 20
+)
+
+// jobRecord is job.json: how the job started.
+type jobRecord struct {
+	Job       string    `json:"job"`
+	Stateful  bool      `json:"stateful,omitempty"`
+	Shell     string    `json:"shell"`
+	PGID      int       `json:"pgid"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// exitRecord is exit.json: how the job ended.
+type exitRecord struct {
+	ExitCode     *int      `json:"exitCode,omitempty"`
+	Lost         bool      `json:"lost,omitempty"`
+	EndedAt      time.Time `json:"endedAt"`
+	OutputBytes  int64     `json:"outputBytes"`
+	DroppedBytes int64     `json:"droppedBytes"`
+	LastOutput   time.Time `json:"lastOutput,omitzero"`
+}
+
+type job struct {
+	id    string
+	dir   string
+	rec   jobRecord
+	spool *spool.Spool
+	// done is closed when the job has ended.
+	done chan struct{}
+
+	// Guarded by Daemon.mu, as the event streams read them.
+	ended bool
+	exit  exitRecord
+
+	// out is the read end of the command's output; outDone is closed once
+	// the producer has stopped reading it.
+	out     *os.File
+	outDone chan struct{}
+	// probe reports whether the job's group has no process of the job
+	// left, and whether its id may now name another group.
+	probe func() (empty, gone bool)
+
+	mu sync.Mutex
+	// exited: the command has ended (its shell reported its status), with
+	// code; the output may still be open.
+	exited bool
+	code   int
+	// groupGone: the group was found empty after the command ended, so its
+	// id is free and is never signalled again.
+	groupGone bool
+}
+
+func newJob(id, dir string, rec jobRecord, sp *spool.Spool) *job {
+	return &job{id: id, dir: dir, rec: rec, spool: sp, done: make(chan struct{}), outDone: make(chan struct{})}
+}
+
+// end records how the job ended; the caller holds Daemon.mu.
+func (j *job) end(ex exitRecord) {
+	j.ended, j.exit = true, ex
+	close(j.done)
+}
+
+func (j *job) resp() agentapi.StartResponse {
+	return agentapi.StartResponse{PGID: j.rec.PGID, StartedAt: j.rec.StartedAt}
+}
+
+func (j *job) setExited(code int) {
+	j.mu.Lock()
+	j.exited, j.code = true, code
+	j.mu.Unlock()
+}
+
+// groupEmpty probes the group, and marks it gone when its id may be reused.
+func (j *job) groupEmpty() bool {
+	empty, gone := j.probe()
+	if gone {
+		j.mu.Lock()
+		j.groupGone = true
+		j.mu.Unlock()
+	}
+	return empty
+}
+
+func (j *job) startedEvent() agentapi.Event {
+	return agentapi.Event{Type: agentapi.EventStarted, Job: j.id, Time: j.rec.StartedAt, PGID: j.rec.PGID}
+}
+
+// exitedEvent: the caller holds Daemon.mu.
+func (j *job) exitedEvent() agentapi.Event {
+	e := agentapi.Event{
+		Type: agentapi.EventExited, Job: j.id, Time: j.exit.EndedAt, PGID: j.rec.PGID,
+		ExitCode: j.exit.ExitCode, Lost: j.exit.Lost,
+		OutputBytes: j.exit.OutputBytes, DroppedBytes: j.exit.DroppedBytes,
+	}
+	if !j.exit.LastOutput.IsZero() {
+		t := j.exit.LastOutput
+		e.LastOutput = &t
+	}
+	return e
+}
+
+func (j *job) statusEvent(now time.Time) agentapi.Event {
+	st := j.spool.Stats()
+	e := agentapi.Event{
+		Type: agentapi.EventStatus, Job: j.id, Time: now, PGID: j.rec.PGID,
+		OutputBytes: st.Written, DroppedBytes: st.Dropped,
+	}
+	if !st.LastWrite.IsZero() {
+		e.LastOutput = &st.LastWrite
+	}
+	return e
+}
+
+// startFork runs the command as `SHELL -c CMD` in a new session. The
+// returned waiter returns once the job has ended.
+func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
+	path, err := exec.LookPath(req.Shell)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, sp, err := d.prepare(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		sp.Close()
+		return nil, nil, err
+	}
+	setPipeSize(w)
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		r.Close()
+		w.Close()
+		sp.Close()
+		return nil, nil, err
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   d.opts.Home,
+		Env:   d.env(dir, req.Job),
+		Files: []uintptr{null.Fd(), w.Fd(), w.Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	pid, exited, err := d.reaper.Start(path, []string{filepath.Base(req.Shell), "-c", req.Command}, attr)
+	w.Close()
+	null.Close()
+	if err != nil {
+		r.Close()
+		sp.Close()
+		return nil, nil, err
+	}
+	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: pid, StartedAt: time.Now()}
+	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
+		// The command runs: it is reported, but a restarted agent will not
+		// know it.
+		d.log.Error(err, "recording a start", "job", req.Job)
+	}
+	j := newJob(req.Job, dir, rec, sp)
+	j.out = r
+	j.probe = func() (bool, bool) {
+		e := proc.GroupEmpty(pid, 0)
+		return e, e
+	}
+	go d.produce(j)
+	return j, func() {
+		st := <-exited
+		j.setExited(st.Code())
+		d.awaitOutput(j)
+	}, nil
+}
+
+func setPipeSize(f *os.File) {
+	// Best effort: a smaller pipe only means more wakeups.
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, pipeBytes)
+}
+
+// produce moves the command's output into the spool as fast as it comes.
+func (d *Daemon) produce(j *job) {
+	defer close(j.outDone)
+	defer j.out.Close()
+	buf := make([]byte, readBufBytes)
+	logged := false
+	for {
+		n, err := j.out.Read(buf)
+		if n > 0 {
+			if _, werr := j.spool.Write(buf[:n]); werr != nil && !logged {
+				d.log.Error(werr, "spooling output; the rest is counted, not kept", "job", j.id)
+				logged = true
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// awaitOutput returns once the command's output is closed, or OrphanGrace
+// after its group was found empty while a process outside the group still
+// holds it open; then the output is closed on that process.
+func (d *Daemon) awaitOutput(j *job) {
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	var grace <-chan time.Time
+	for {
+		select {
+		case <-j.outDone:
+			return
+		case <-tick.C:
+			if grace == nil && j.groupEmpty() {
+				grace = time.After(d.opts.OrphanGrace)
+			}
+		case <-grace:
+			d.log.V(1).Info("output held open outside the job's group; closing it", "job", j.id)
+			j.out.Close()
+			<-j.outDone
+			return
+		}
+	}
+}
+
+// Signal sends sig to the job's process group.
+func (d *Daemon) Signal(id string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	j, err := d.lookup(id)
+	if err != nil {
+		return agentapi.SignalResponse{}, err
+	}
+	if _, err := sysSignal(sig); err != nil {
+		return agentapi.SignalResponse{}, err
+	}
+	return d.signal(j, sig)
+}
+
+func (d *Daemon) signal(j *job, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	s, err := sysSignal(sig)
+	if err != nil {
+		return agentapi.SignalResponse{}, err
+	}
+	d.mu.Lock()
+	ended := j.ended
+	d.mu.Unlock()
+	if ended {
+		return agentapi.SignalResponse{GroupEmpty: true}, nil
+	}
+	j.spool.Stop()
+	j.mu.Lock()
+	if j.groupGone {
+		j.mu.Unlock()
+		return agentapi.SignalResponse{GroupEmpty: true}, nil
+	}
+	alive, err := proc.Signal(j.rec.PGID, s)
+	j.mu.Unlock()
+	if err != nil {
+		return agentapi.SignalResponse{}, fmt.Errorf("signal %s: %w", j.id, err)
+	}
+	d.log.V(1).Info("signalled", "job", j.id, "signal", sig, "pgid", j.rec.PGID)
+	if !alive {
+		return agentapi.SignalResponse{GroupEmpty: j.groupEmpty()}, nil
+	}
+	deadline := time.Now().Add(signalSettle)
+	for {
+		if j.groupEmpty() {
+			return agentapi.SignalResponse{GroupEmpty: true}, nil
+		}
+		if time.Now().After(deadline) {
+			return agentapi.SignalResponse{}, nil
+		}
+		time.Sleep(signalSettle / 10)
+	}
+}
+
+func sysSignal(sig agentapi.Signal) (syscall.Signal, error) {
+	switch sig {
+	case agentapi.SIGINT:
+		return syscall.SIGINT, nil
+	case agentapi.SIGTERM:
+		return syscall.SIGTERM, nil
+	case agentapi.SIGKILL:
+		return syscall.SIGKILL, nil
+	}
+	return 0, fmt.Errorf("unknown signal %q", sig)
+}

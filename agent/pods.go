@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// Pods is an agentapi.Client for daemons on this machine, one per pod, so
+// that the agent's callers can test against real agents without a cluster.
+type Pods struct {
+	// Socket is the socket of pod's daemon.
+	Socket func(pod types.NamespacedName) string
+}
+
+var _ agentapi.Client = Pods{}
+
+func (p Pods) client(pod types.NamespacedName) *Client { return NewClient(p.Socket(pod)) }
+
+// Start implements agentapi.Client.
+func (p Pods) Start(ctx context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
+	r, err := p.client(pod).Start(ctx, req)
+	if err != nil {
+		return r, fmt.Errorf("start %s in %s: %w", req.Job, pod, err)
+	}
+	return r, nil
+}
+
+// Signal implements agentapi.Client.
+func (p Pods) Signal(ctx context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	r, err := p.client(pod).Signal(ctx, job, sig)
+	if err != nil {
+		return r, fmt.Errorf("signal %s in %s: %w", job, pod, err)
+	}
+	return r, nil
+}
+
+// Events implements agentapi.Client.
+func (p Pods) Events(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
+	if err := p.client(pod).Events(ctx, handle); err != nil {
+		return fmt.Errorf("events of %s: %w", pod, err)
+	}
+	return nil
+}
+
+// Follow implements agentapi.Client.
+func (p Pods) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+	n, err := p.client(pod).Follow(ctx, job, offset, w)
+	if err != nil {
+		return n, fmt.Errorf("follow %s in %s: %w", job, pod, err)
+	}
+	return n, nil
+}
+
+// PutFiles implements agentapi.Client.
+func (p Pods) PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error {
+	if err := p.client(pod).PutFiles(ctx, job, tar); err != nil {
+		return fmt.Errorf("put files of %s in %s: %w", job, pod, err)
+	}
+	return nil
+}
+
+// GetFiles implements agentapi.Client.
+func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	if err := p.client(pod).GetFiles(ctx, job, w); err != nil {
+		return fmt.Errorf("get files of %s in %s: %w", job, pod, err)
+	}
+	return nil
+}

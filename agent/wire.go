@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"errors"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// The socket protocol between the subcommands and the daemon. A client
+// sends one request line (JSON); the daemon answers one reply line (JSON),
+// then the stream of the operation:
+//
+//	start, signal  nothing more
+//	events         Event JSON lines, until either side closes
+//	follow         the framed follow stream (agentapi.FollowMagic), until
+//	               its e frame
+//	get-files      a tar stream, then EOF
+//
+// put-files sends its tar stream after the request line and half-closes;
+// the reply comes after it. A client that closes its side of an events or
+// follow stream ends it. Both ends are the same binary, so the socket
+// protocol needs no version of its own.
+
+// maxRequestBytes bounds a request line: a 64 KiB command, JSON-escaped.
+const maxRequestBytes = 1 << 20
+
+type request struct {
+	Op     string                 `json:"op"`
+	Job    string                 `json:"job,omitempty"`
+	Start  *agentapi.StartRequest `json:"start,omitempty"`
+	Signal agentapi.Signal        `json:"signal,omitempty"`
+	Offset int64                  `json:"offset,omitempty"`
+}
+
+type reply struct {
+	Error string `json:"error,omitempty"`
+	// Code is the subcommand's exit code for Error (agentapi.Exit…).
+	Code   int                      `json:"code,omitempty"`
+	Start  *agentapi.StartResponse  `json:"start,omitempty"`
+	Signal *agentapi.SignalResponse `json:"signal,omitempty"`
+}
+
+// Error is an error the daemon answered.
+type Error struct {
+	Msg string
+	// Code is the subcommand's exit code for it.
+	Code int
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap gives the agentapi error for Code, such as agentapi.ErrUnknownJob.
+func (e *Error) Unwrap() error { return agentapi.ExitError(e.Code) }
+
+// ExitCode is the subcommand's exit code for err.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, agentapi.ErrUnknownJob):
+		return agentapi.ExitUnknownJob
+	case errors.Is(err, agentapi.ErrBusy):
+		return agentapi.ExitBusy
+	case errors.Is(err, agentapi.ErrStarted):
+		return agentapi.ExitStarted
+	case errors.Is(err, agentapi.ErrProtocol):
+		return agentapi.ExitProtocol
+	}
+	return 1
+}
+
+func errorReply(err error) reply { return reply{Error: err.Error(), Code: ExitCode(err)} }
