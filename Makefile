@@ -79,6 +79,16 @@ demo: ## The main job: a bot on kind against the fake Telegram.
 build: generate ## Build every binary into ./bin.
 	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/...
 
+##@ Cluster
+
+.PHONY: kind-up
+kind-up: $(KIND) ## Create the shelljob kind cluster offline, with the project's images loaded (all builds cached).
+	@KIND=$(KIND) LOCALBIN=$(LOCALBIN) hack/kind-up.sh
+
+.PHONY: kind-down
+kind-down: $(KIND) ## Delete the shelljob kind cluster (images stay cached).
+	@KIND=$(KIND) hack/kind-down.sh
+
 ##@ Tools
 
 $(LOCALBIN):

@@ -93,6 +93,8 @@ component_images() {
 }
 
 node_exec() { docker exec "${node}" "$@"; }
+# node_write PATH: writes stdin to PATH in the node.
+node_write() { docker exec -i "${node}" sh -c "cat > '$1'"; }
 
 assemble() {
   node="shelljob-node-build-$$"
@@ -102,10 +104,10 @@ assemble() {
   local b
   for b in kubeadm kubelet kubectl; do docker cp "${kube}/${b}" "${node}:/usr/bin/${b}"; done
   docker cp "${crictl}/crictl" "${node}:/usr/local/bin/crictl"
-  node_exec sh -c "echo '${KUBE_VERSION}' > /kind/version"
+  echo "${KUBE_VERSION}" | node_write /kind/version
   # kind applies these two manifests. Pod networking is the static ptp config in
   # /etc/cni/net.d, and there is no provisioner image: keep both harmless.
-  node_exec sh -c 'cat > /kind/manifests/default-cni.yaml' <<'YAML'
+  node_write /kind/manifests/default-cni.yaml <<'YAML'
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -114,7 +116,7 @@ metadata:
 data:
   note: "Pod networking is a static ptp CNI config in /etc/cni/net.d of the node (hack/kind-base-image.sh)."
 YAML
-  node_exec sh -c 'cat > /kind/manifests/default-storage.yaml' <<'YAML'
+  node_write /kind/manifests/default-storage.yaml <<'YAML'
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
@@ -133,6 +135,10 @@ YAML
   done
   log "images in the node: $(node_exec ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
   node_exec sh -c 'kill $(pidof containerd); while pidof containerd >/dev/null; do sleep 0.2; done'
+  local f
+  for f in /kind/version /kind/manifests/default-cni.yaml /kind/manifests/default-storage.yaml; do
+    node_exec test -s "${f}" || die "${f} is empty in the node"
+  done
   docker commit --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' "${node}" "${tag}" >/dev/null
   docker rm -f "${node}" >/dev/null
   trap - EXIT
