@@ -329,3 +329,38 @@ func TestRestartPool(t *testing.T) {
 	}
 	e.bot.Shutdown()
 }
+
+func TestRestartResumesPreviewAndFinal(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo before; sleep 5; echo after")
+	pv := e.preview(since, e.group, m.ID)
+	e.annotated("sj-1", "shell.shelljob.dev/preview", `"msg":`)
+	e.restart()
+	fin := e.finalEdit(pv.Seq, pv.MsgID)
+	if fin.Text != "before\nafter" {
+		t.Errorf("final after a restart = %q", fin.Text)
+	}
+	e.annotated("sj-1", "shell.shelljob.dev/delivered", "")
+	// Delivered jobs are not picked up again.
+	since = e.srv.Seq()
+	e.restart()
+	time.Sleep(500 * time.Millisecond)
+	if l := e.srv.Log().After(since).Of(faketg.Edit, faketg.Send); len(l) != 0 {
+		t.Errorf("a delivered job was delivered again: %v", l)
+	}
+}
+
+// annotated waits until job name has annotation key containing substr.
+func (e *env) annotated(name, key, substr string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		sj, _ := e.cluster.Job(name)
+		if v, ok := sj.Annotations[key]; ok && strings.Contains(v, substr) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.t.Fatalf("%s never got annotation %s containing %q", name, key, substr)
+}

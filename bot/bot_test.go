@@ -28,6 +28,34 @@ type env struct {
 	other   *faketg.User
 	group   *faketg.Chat
 	stop    func()
+	// restart stops the bot without a shutdown, as a crash would, and
+	// starts a new one on the same cluster and settings.
+	restart func()
+	opts    envOptions
+}
+
+// startBot starts a bot and its client, and returns what stops them.
+func (e *env) startBot() func() {
+	t := e.t
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Log: testr.New(t)}, nil, e.cluster, e.store)
+	copts := e.srv.ClientOptions()
+	client := tgclient.New(e.bot, tgclient.Options{
+		Token: e.srv.BotToken(), AppID: 17349, AppHash: "test",
+		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
+	})
+	e.bot.SetTelegram(client.API)
+	runCtx, stopRun := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	b := e.bot
+	go func() { done <- client.Run(runCtx, b) }()
+	if err := e.srv.WaitConnected(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		stopRun()
+		<-done
+		b.Wait()
+	}
 }
 
 type envOptions struct {
@@ -52,25 +80,16 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.group = srv.NewSupergroup("ops")
 	e.cluster = localcluster.New(localcluster.Options{Dir: t.TempDir(), Workers: o.workers})
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
-	e.bot = bot.New(bot.Config{Admins: srv.Admins(), Streaming: !o.streamingOff, Log: testr.New(t)}, nil, e.cluster, e.store)
-	copts := srv.ClientOptions()
-	client := tgclient.New(e.bot, tgclient.Options{
-		Token: srv.BotToken(), AppID: 17349, AppHash: "test",
-		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
-	})
-	e.bot.SetTelegram(client.API)
-	runCtx, stopRun := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- client.Run(runCtx, e.bot) }()
-	if err := srv.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.opts = o
+	stopBot := e.startBot()
 	e.stop = func() {
-		stopRun()
-		<-done
-		e.bot.Wait()
+		stopBot()
 		_ = srv.Close()
 		cancel()
+	}
+	e.restart = func() {
+		stopBot()
+		stopBot = e.startBot()
 	}
 	t.Cleanup(e.stop)
 	return e

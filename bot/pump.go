@@ -20,11 +20,11 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
-	"shelljob.dev/shelljob/bot/outbuf"
-	"shelljob.dev/shelljob/bot/pace"
+		"shelljob.dev/shelljob/bot/pace"
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/liveoutput"
 )
 
 // FollowRetry is the wait before following a job's output again after the
@@ -52,7 +52,7 @@ type run struct {
 	cmdMsg int
 	// files go into the job's directory before it runs (spec.hold).
 	files []File
-	buf   *outbuf.Buffer
+	buf   *liveoutput.Output
 
 	mu    sync.Mutex
 	obj   *shellv1alpha1.ShellJob
@@ -156,7 +156,7 @@ func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 
 // launch registers r's job and starts its pump.
 func (b *Bot) launch(r *run) {
-	r.buf = outbuf.New()
+	r.buf = liveoutput.New(liveoutput.Options{})
 	b.pumps.Add(1)
 	b.registry.Register(r.job)
 	go func() {
@@ -335,6 +335,10 @@ func (r *run) tick(ctx context.Context) bool {
 	if now.Before(r.job.Created.Add(pace.PreviewDelay)) || r.job.Number() == 0 {
 		return false
 	}
+	if obj := r.latest(); obj != nil && phaseFinished(obj.Status.Phase) {
+		// The final is about to take the preview's place.
+		return true
+	}
 	if r.pacer == nil {
 		r.open(ctx)
 		return r.pacer != nil && r.pacer.Failures() == 0
@@ -491,7 +495,7 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 	obj := r.latest()
 	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
 	for {
-		_, err := r.b.cluster.Follow(ctx, pod, r.job.UID, r.buf.Len(), r.buf)
+		_, err := r.b.cluster.Follow(ctx, pod, r.job.UID, r.buf.Written(liveoutput.Stdout), r.buf.Writer(liveoutput.Stdout))
 		if err == nil || ctx.Err() != nil {
 			return
 		}

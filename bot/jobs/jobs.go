@@ -148,6 +148,9 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	case "", shellv1alpha1.PhaseQueued:
 		j.state = Queued
 	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+		if obj.Status.Ran {
+			j.state = Running
+		}
 	default:
 		panic("jobs: unknown phase " + string(obj.Status.Phase))
 	}
