@@ -89,6 +89,3 @@ func (p *poolAssumptions) assumed(uid types.UID) (string, bool) {
 	pod, ok := p.pods[uid]
 	return pod, ok
 }
-
-// forget drops the job's assumption.
-func (p *poolAssumptions) forget(uid types.UID) { delete(p.pods, uid) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,7 @@ type fakeJob struct {
 	startedAt time.Time
 	exited    bool
 	code      int
+	lost      bool
 	exitedAt  time.Time
 }
 
@@ -86,18 +88,23 @@ func (a *fakeAgent) emit(key types.NamespacedName, ev agentapi.Event) {
 	}
 }
 
+// events is how the agent replays a job: its exit once it ended, else
+// its start.
 func (j *fakeJob) events() []agentapi.Event {
-	evs := []agentapi.Event{{Type: agentapi.EventStarted, Job: j.req.Job, Time: j.startedAt, PGID: j.pgid}}
 	if j.exited {
-		evs = append(evs, j.exitEvent())
+		return []agentapi.Event{j.exitEvent()}
 	}
-	return evs
+	return []agentapi.Event{{Type: agentapi.EventStarted, Job: j.req.Job, Time: j.startedAt, PGID: j.pgid}}
 }
 
 func (j *fakeJob) exitEvent() agentapi.Event {
-	code := j.code
-	return agentapi.Event{Type: agentapi.EventExited, Job: j.req.Job, Time: j.exitedAt, PGID: j.pgid,
-		ExitCode: &code, OutputBytes: int64(len(j.req.Command))}
+	ev := agentapi.Event{Type: agentapi.EventExited, Job: j.req.Job, Time: j.exitedAt, PGID: j.pgid,
+		Lost: j.lost, OutputBytes: int64(len(j.req.Command))}
+	if !j.lost {
+		code := j.code
+		ev.ExitCode = &code
+	}
+	return ev
 }
 
 func (a *fakeAgent) Start(_ context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
@@ -149,7 +156,7 @@ func (a *fakeAgent) Signal(_ context.Context, pod types.NamespacedName, job stri
 	j, ok := a.pod(pod).jobs[job]
 	if !ok {
 		a.mu.Unlock()
-		return agentapi.SignalResponse{}, fmt.Errorf("no job %s on %s", job, pod.Name)
+		return agentapi.SignalResponse{}, fmt.Errorf("signal %s in %s: %w", job, pod, agentapi.ErrUnknownJob)
 	}
 	a.calls = append(a.calls, fmt.Sprintf("signal %s %s %s", pod.Name, job, sig))
 	if j.exited {
@@ -191,6 +198,7 @@ func (a *fakeAgent) Events(ctx context.Context, pod types.NamespacedName, handle
 	for _, ev := range replay {
 		handle(ev)
 	}
+	handle(agentapi.Event{Type: agentapi.EventSynced, Time: time.Now()})
 	mu.Unlock()
 	select {
 	case <-ctx.Done():
@@ -198,6 +206,24 @@ func (a *fakeAgent) Events(ctx context.Context, pod types.NamespacedName, handle
 	case <-s.broken:
 		return io.ErrUnexpectedEOF
 	}
+}
+
+// restart acts out an agent restart: its running jobs end lost, and the
+// jobs in forget leave its spool altogether. Streams break.
+func (a *fakeAgent) restart(pod types.NamespacedName, forget ...string) {
+	a.mu.Lock()
+	p := a.pod(pod)
+	for _, j := range p.jobs {
+		if !j.exited {
+			j.exited, j.lost, j.exitedAt = true, true, time.Now()
+		}
+	}
+	for _, id := range forget {
+		delete(p.jobs, id)
+		p.order = slices.DeleteFunc(p.order, func(o string) bool { return o == id })
+	}
+	a.mu.Unlock()
+	a.breakStreams(pod)
 }
 
 // breakStreams cuts the pod's open streams, as a lost connection would.

@@ -374,7 +374,12 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 		if job.Status.PGID == 0 && f.PGID != 0 {
 			job.Status.PGID = int32(f.PGID)
 		}
-		if f.Exited {
+		switch {
+		case f.Lost:
+			return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s restarted while the command ran; its exit status is unknown", f.Pod))
+		case f.Unknown:
+			return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s no longer knows the job", f.Pod))
+		case f.Exited:
 			return r.exited(ctx, job, f, now)
 		}
 	}
@@ -463,6 +468,9 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 		next = nextSignal[last.step.Signal]
 	}
 	resp, err := r.Agent.Signal(ctx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
+	if errors.Is(err, agentapi.ErrUnknownJob) {
+		return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s no longer knows the job", pod.Name))
+	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("send %s on worker %s: %w", next, pod.Name, err)
 	}

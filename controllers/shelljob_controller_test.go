@@ -529,3 +529,36 @@ func TestStartRetried(t *testing.T) {
 	createJob(t, utiltesting.MakeShellJob("retry", ns).Command("echo ok"))
 	waitPhase(t, ns, "retry", shellv1alpha1.PhaseSucceeded)
 }
+
+// TestAgentRestart: a job whose agent restarted under it, or whose spool
+// the agent no longer has, ends as WorkerLost.
+func TestAgentRestart(t *testing.T) {
+	ns := namespace(t)
+	agent := newFakeAgent()
+	startOperator(t, ns, agent)
+	readyPool(t, ns, "shell", 2)
+	createJob(t, utiltesting.MakeShellJob("lost", ns).Command("sleep 100"))
+	createJob(t, utiltesting.MakeShellJob("gone", ns).Command("sleep 100"))
+	lost := waitPhase(t, ns, "lost", shellv1alpha1.PhaseRunning)
+	gone := waitPhase(t, ns, "gone", shellv1alpha1.PhaseRunning)
+	// The start times the API keeps are whole seconds: let the stream that
+	// opens after the restart be later than both.
+	time.Sleep(time.Second)
+
+	agent.restart(podKey(lost))
+	lost = waitPhase(t, ns, "lost", shellv1alpha1.PhaseFailed)
+	if c := finished(lost); c == nil || c.Reason != shellv1alpha1.ShellJobFinishedReasonWorkerLost ||
+		!strings.Contains(c.Message, "restarted while the command ran") {
+		t.Errorf("lost: Finished %+v", c)
+	}
+	if lost.Status.ExitCode != nil {
+		t.Errorf("lost: exit %d, want none", *lost.Status.ExitCode)
+	}
+
+	agent.restart(podKey(gone), string(gone.UID))
+	gone = waitPhase(t, ns, "gone", shellv1alpha1.PhaseFailed)
+	if c := finished(gone); c == nil || c.Reason != shellv1alpha1.ShellJobFinishedReasonWorkerLost ||
+		!strings.Contains(c.Message, "no longer knows the job") {
+		t.Errorf("gone: Finished %+v", c)
+	}
+}

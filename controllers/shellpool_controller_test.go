@@ -63,7 +63,7 @@ func TestPoolWorkers(t *testing.T) {
 			t.Errorf("container securityContext %+v allows privilege escalation", c.SecurityContext)
 		}
 		if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil ||
-			!cmp.Equal(c.ReadinessProbe.Exec.Command, []string{agentapi.AgentPath, ReadinessSubcommand}) {
+			!cmp.Equal(c.ReadinessProbe.Exec.Command, ReadinessProbe) {
 			t.Errorf("readiness probe %+v does not ask the agent", c.ReadinessProbe)
 		}
 		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != agentapi.SpoolDir || spec.Volumes[0].EmptyDir == nil {

@@ -36,6 +36,12 @@ type agentFacts struct {
 	Exited   bool
 	ExitCode *int
 	ExitedAt time.Time
+	// Lost is set with Exited when the agent restarted while the command
+	// ran: its exit status is unknown.
+	Lost bool
+	// Unknown is set when the agent's replay did not name a job that had
+	// started on the pod before the stream opened: its spool is gone.
+	Unknown bool
 	// OutputBytes and DroppedBytes count written and not kept bytes.
 	OutputBytes  int64
 	DroppedBytes int64
@@ -83,7 +89,7 @@ func (s *factStore) record(pod string, ev agentapi.Event) bool {
 		}
 	case agentapi.EventExited:
 		if !f.Exited {
-			f.Exited, f.ExitCode, f.ExitedAt = true, ev.ExitCode, ev.Time
+			f.Exited, f.ExitCode, f.ExitedAt, f.Lost = true, ev.ExitCode, ev.Time, ev.Lost
 			notify = true
 		}
 	}
@@ -113,6 +119,20 @@ func (s *factStore) started(uid types.UID, pod string, resp agentapi.StartRespon
 		f.StartedAt = resp.StartedAt
 	}
 	s.facts[uid] = f
+}
+
+// unknown records that the pod's agent does not know the job, and tells
+// whether that is news.
+func (s *factStore) unknown(uid types.UID, pod string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.facts[uid]
+	if ok && (f.Pod != pod || f.Unknown) {
+		return false
+	}
+	f.Pod, f.Unknown = pod, true
+	s.facts[uid] = f
+	return true
 }
 
 func (s *factStore) forget(uid types.UID) {
@@ -227,7 +247,20 @@ func (s *workerStreams) run(ctx context.Context, pod types.NamespacedName) {
 	backoff := streamBackoffMin
 	for {
 		opened := s.clock.Now()
-		err := s.agent.Events(ctx, pod, func(ev agentapi.Event) { s.handle(ctx, pod, ev) })
+		replayed := map[string]bool{}
+		synced := false
+		err := s.agent.Events(ctx, pod, func(ev agentapi.Event) {
+			switch {
+			case ev.Type == agentapi.EventSynced:
+				synced = true
+				s.synced(ctx, pod, opened, replayed)
+			case !synced:
+				replayed[ev.Job] = true
+				s.handle(ctx, pod, ev)
+			default:
+				s.handle(ctx, pod, ev)
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -257,9 +290,34 @@ func (s *workerStreams) handle(ctx context.Context, pod types.NamespacedName, ev
 		return
 	}
 	if s.facts.record(pod.Name, ev) {
-		select {
-		case s.notify <- event.TypedGenericEvent[*shellv1alpha1.ShellJob]{Object: &list.Items[0]}:
-		case <-ctx.Done():
+		s.send(ctx, &list.Items[0])
+	}
+}
+
+// send wakes the job's reconcile.
+func (s *workerStreams) send(ctx context.Context, job *shellv1alpha1.ShellJob) {
+	select {
+	case s.notify <- event.TypedGenericEvent[*shellv1alpha1.ShellJob]{Object: job}:
+	case <-ctx.Done():
+	}
+}
+
+// synced looks, once the agent has replayed every job it knows, for the
+// jobs recorded as started on the pod before the stream opened that it did
+// not name: their spool is gone, and they will never report an exit.
+func (s *workerStreams) synced(ctx context.Context, pod types.NamespacedName, opened time.Time, replayed map[string]bool) {
+	jobs, err := jobsOnPod(ctx, s.cache, pod.Namespace, pod.Name)
+	if err != nil {
+		s.log.Error(err, "List the jobs of a worker", "pod", pod)
+		return
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.Status.Ran || replayed[string(j.UID)] || j.Status.StartTime == nil || !j.Status.StartTime.Time.Before(opened) {
+			continue
+		}
+		if s.facts.unknown(j.UID, pod.Name) {
+			s.send(ctx, j)
 		}
 	}
 }

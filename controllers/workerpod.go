@@ -26,16 +26,18 @@ const (
 	workerContainer = "agent"
 	// spoolVolume is the emptyDir mounted at agentapi.SpoolDir.
 	spoolVolume = "spool"
-	// workerUID is the user, group and fsGroup of worker pods when the pool
-	// gives no securityContext: non-root whatever the image says.
-	workerUID = 65532
 	// workerTerminationGrace is short: the operator deletes a worker only
 	// once it runs no job.
 	workerTerminationGrace = 5
-	// ReadinessSubcommand is the agent subcommand of the readiness probe:
-	// it answers only when the agent serving the pod does.
-	ReadinessSubcommand = "ping"
 )
+
+// ReadinessProbe is the command of a worker's readiness probe: it succeeds
+// only when the agent's daemon answers. It asks the daemon to signal a job
+// that cannot exist (job names are UIDs), which only a live daemon answers,
+// with "unknown job" (agentapi.ExitUnknownJob); any other outcome, a
+// daemon that is not up among them, fails the probe.
+var ReadinessProbe = []string{"/bin/sh", "-c", fmt.Sprintf("%s %s %s shelljob-readiness %s INT; test $? -eq %d",
+	agentapi.AgentPath, agentapi.CmdSignal, agentapi.FlagJob, agentapi.FlagSignal, agentapi.ExitUnknownJob)}
 
 // Environment of the agent in each worker pod.
 const (
@@ -111,11 +113,9 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 	})
 	podSecurity := t.Template.SecurityContext
 	if podSecurity == nil {
+		// The restricted profile; the image's own (numeric) user runs.
 		podSecurity = &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To[int64](workerUID),
-			RunAsGroup:     ptr.To[int64](workerUID),
-			FSGroup:        ptr.To[int64](workerUID),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		}
 	}
@@ -156,7 +156,7 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 				Resources: t.Resources,
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-						Command: []string{agentapi.AgentPath, ReadinessSubcommand},
+						Command: ReadinessProbe,
 					}},
 					PeriodSeconds:    2,
 					TimeoutSeconds:   5,
