@@ -89,6 +89,33 @@ kind-up: $(KIND) ## Create the shelljob kind cluster offline, with the project's
 kind-down: $(KIND) ## Delete the shelljob kind cluster (images stay cached).
 	@KIND=$(KIND) hack/kind-down.sh
 
+##@ Deploy
+
+# DEPLOY_CONTEXT is the kubeconfig context to deploy to; the current one when empty.
+DEPLOY_CONTEXT ?=
+DEPLOY_NAMESPACE ?= shelljob-system
+# kubectl built from source by hack/kube-binaries.sh (cached), with DEPLOY_CONTEXT.
+deploy_kubectl = kubectl="$$(hack/kube-binaries.sh kubectl)/kubectl $(if $(DEPLOY_CONTEXT),--context $(DEPLOY_CONTEXT))"
+
+.PHONY: deploy
+deploy: ## Deploy the operator (config/default: CRDs, RBAC, Deployment) and wait for it.
+	@$(deploy_kubectl); \
+	$$kubectl apply --server-side --force-conflicts -k config/default; \
+	$$kubectl -n $(DEPLOY_NAMESPACE) rollout status deployment/shelljob-operator --timeout=180s
+
+.PHONY: deploy-samples
+deploy-samples: ## Create the two default pools of config/samples (shell: 16 workers, plugin: 4).
+	@$(deploy_kubectl); $$kubectl apply --server-side -k config/samples
+
+.PHONY: undeploy
+undeploy: ## Remove the jobs, the pools and the operator (jobs first, while the operator can still stop them).
+	@$(deploy_kubectl); \
+	if $$kubectl get crd shelljobs.shell.shelljob.dev >/dev/null 2>&1; then \
+	  $$kubectl -n $(DEPLOY_NAMESPACE) delete shelljobs --all --wait --timeout=60s; \
+	  $$kubectl -n $(DEPLOY_NAMESPACE) delete shellpools --all --wait --timeout=60s; \
+	fi; \
+	$$kubectl delete --ignore-not-found -k config/default
+
 ##@ Tools
 
 $(LOCALBIN):
