@@ -20,7 +20,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
-		"shelljob.dev/shelljob/bot/pace"
+	"shelljob.dev/shelljob/bot/pace"
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"

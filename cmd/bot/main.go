@@ -1,0 +1,207 @@
+// Command bot is shelljob's Telegram bot.
+//
+// Its secrets come from the environment, or from files (a mounted Secret):
+// SHELLJOB_BOT_TOKEN, SHELLJOB_APP_ID and SHELLJOB_APP_HASH, or the same
+// names with _FILE holding a path. SHELLJOB_ADMINS lists the admins' user
+// ids, comma-separated. SHELLJOB_STREAMING is the kill switch of live
+// output (on: unset, empty, 1, true, yes, on; off: 0, false, no, off); any
+// other value stops the bot at startup.
+//
+// With -kube, the session, the updates state and the settings are kept in
+// the cluster (a Secret and two ConfigMaps in -namespace), so a restart
+// neither logs in again nor loses updates. -dc-addr and -public-key point
+// the bot at a server other than Telegram's, such as cmd/faketg.
+//
+// Commands run on this machine, in -local-dir (one directory per job);
+// the bot takes the same SIGTERM path as in the cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/gotd/td/crypto"
+	"github.com/gotd/td/telegram"
+	"github.com/gotd/td/telegram/dcs"
+	"github.com/gotd/td/tg"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/localcluster"
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/tgclient"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bot:", err)
+		os.Exit(1)
+	}
+}
+
+// secret reads NAME from the environment, or the file NAME_FILE names.
+func secret(name string) (string, error) {
+	if v := os.Getenv(name); v != "" {
+		return v, nil
+	}
+	if p := os.Getenv(name + "_FILE"); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE: %w", name, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", fmt.Errorf("%s (or %s_FILE) is not set", name, name)
+}
+
+func run() error {
+	var (
+		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
+		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
+		kube      = flag.Bool("kube", false, "keep the session, updates state and settings in the cluster")
+		localDir  = flag.String("local-dir", "", "directory where commands run on this machine (required)")
+		shell     = flag.String("shell", "zsh", "shell that runs the commands")
+		dc        = flag.Int("dc", 2, "DC to connect to")
+		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
+		pubKey    = flag.String("public-key", "", "PEM file with the server's RSA public key; default: Telegram's")
+	)
+	flag.Parse()
+	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
+
+	streaming, err := bot.ParseSwitch(bot.StreamingEnv, os.Getenv(bot.StreamingEnv))
+	if err != nil {
+		return err
+	}
+	token, err := secret("SHELLJOB_BOT_TOKEN")
+	if err != nil {
+		return err
+	}
+	appIDs, err := secret("SHELLJOB_APP_ID")
+	if err != nil {
+		return err
+	}
+	appID, err := strconv.Atoi(appIDs)
+	if err != nil {
+		return fmt.Errorf("SHELLJOB_APP_ID: %w", err)
+	}
+	appHash, err := secret("SHELLJOB_APP_HASH")
+	if err != nil {
+		return err
+	}
+	admins, err := parseAdmins(os.Getenv("SHELLJOB_ADMINS"))
+	if err != nil {
+		return err
+	}
+	if *localDir == "" {
+		return errors.New("-local-dir is required")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram")}
+	var store settings.Store = &settings.MemoryStore{Log: log.WithName("settings")}
+	if *kube {
+		cfg, err := config.GetConfig()
+		if err != nil {
+			return err
+		}
+		c, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return err
+		}
+		opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
+		state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
+		if err := state.Load(ctx); err != nil {
+			return err
+		}
+		go state.Run(ctx)
+		opts.State = state
+		store = &settings.ConfigMapStore{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-settings"}, Log: log.WithName("settings")}
+	}
+	if *dcAddr != "" {
+		host, port, err := net.SplitHostPort(*dcAddr)
+		if err != nil {
+			return fmt.Errorf("-dc-addr: %w", err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return fmt.Errorf("-dc-addr: %w", err)
+		}
+		opts.DCList = dcs.List{Options: []tg.DCOption{{ID: *dc, IPAddress: host, Port: p}}}
+	}
+	if *pubKey != "" {
+		data, err := os.ReadFile(*pubKey)
+		if err != nil {
+			return err
+		}
+		keys, err := crypto.ParseRSAPublicKeys(data)
+		if err != nil {
+			return fmt.Errorf("-public-key: %w", err)
+		}
+		for _, k := range keys {
+			opts.PublicKeys = append(opts.PublicKeys, telegram.PublicKey{RSA: k})
+		}
+	}
+
+	cluster := localcluster.New(localcluster.Options{Dir: *localDir, Shell: *shell})
+	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
+	tc := tgclient.New(b, opts)
+	b.SetTelegram(tc.API)
+
+	// The client runs on its own context: a SIGTERM first stops the jobs
+	// while it is still connected, so their finals go out.
+	clientCtx, disconnect := context.WithCancel(context.Background())
+	defer disconnect()
+	done := make(chan error, 1)
+	go func() { done <- tc.Run(clientCtx, b) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("Shutting down: stopping every job")
+	b.Shutdown()
+	disconnect()
+	err = <-done
+	b.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseAdmins(s string) ([]int64, error) {
+	var ids []int64
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("SHELLJOB_ADMINS: %q is no user id", f)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("SHELLJOB_ADMINS lists no admin")
+	}
+	return ids, nil
+}
+
