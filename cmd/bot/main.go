@@ -204,4 +204,3 @@ func parseAdmins(s string) ([]int64, error) {
 	}
 	return ids, nil
 }
-
