@@ -21,6 +21,13 @@
 // The fake keeps auth keys in memory only: after a restart of the fake,
 // start the bot with a fresh session.
 //
+// Each new gotd client does a real key exchange, whose check of a
+// 2048-bit safe prime takes about 0.1 s normally and several seconds under
+// -race on a loaded 2-core machine: give bots in tests a generous
+// telegram.Options.ExchangeTimeout and do not set a short DialTimeout
+// (gotd uses it for the exchange's writes too). A restarted bot that keeps
+// its session skips the exchange.
+//
 // # The world
 //
 //	alice := s.NewUser(faketg.UserOptions{Username: "alice", Admin: true})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-faster/errors"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/gotd/td/crypto"
@@ -53,12 +54,7 @@ func newTestBot(t *testing.T) *testBot {
 func (b *testBot) start(s *faketg.Server) {
 	t := b.t
 	ctx, cancel := context.WithCancel(context.Background())
-	lg := zaptest.NewLogger(t).Named("bot")
-	_ = lg
-	h := telegram.UpdateHandlerFunc(func(ctx context.Context, u tg.UpdatesClass) error {
-		return nil
-	})
-	_ = h
+	lg := faketg.GotdLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named("bot"))
 	gaps := updates.New(updates.Config{
 		Handler: telegram.UpdateHandlerFunc(func(ctx context.Context, u tg.UpdatesClass) error {
 			if us, ok := u.(*tg.Updates); ok {
@@ -77,7 +73,8 @@ func (b *testBot) start(s *faketg.Server) {
 	opts.UpdateHandler = gaps
 	opts.Middlewares = []telegram.Middleware{updhook.UpdateHook(gaps.Handle), updhook.AffectedHook(gaps)}
 	opts.RetryInterval = 100 * time.Millisecond
-	opts.DialTimeout = 5 * time.Second
+	opts.ExchangeTimeout = time.Minute
+	opts.Logger = lg
 	client := telegram.NewClient(telegram.TestAppID, telegram.TestAppHash, opts)
 	b.client = client
 	b.api = client.API()
@@ -111,12 +108,14 @@ func (b *testBot) start(s *faketg.Server) {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				t.Logf("bot stopped: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Error("bot did not stop")
 		}
 	}
 	t.Cleanup(b.stop)
-	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Generous: the key exchange checks a 2048-bit safe prime, slow under
+	// -race on a loaded machine.
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer wcancel()
 	if err := s.WaitConnected(wctx); err != nil {
 		t.Fatal(err)
@@ -179,7 +178,7 @@ func (b *testBot) countUpdates(match func(tg.UpdateClass) bool) int {
 }
 
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -51,7 +51,6 @@ type Server struct {
 	changed chan struct{}
 	log     []Event
 
-	bot        *tg.User
 	authorized map[[8]byte]bool
 	session    tgtest.Session
 	hasSession bool
@@ -123,7 +122,6 @@ func New(opts Options) (*Server, error) {
 		faults:     map[uint32][]fault{},
 		done:       make(chan struct{}),
 	}
-	s.bot = s.botUser()
 	config.NewService(&s.cfg, &s.cdnCfg).Register(s.common)
 	s.common.Fallback(tgtest.HandlerFunc(s.unknown))
 	s.register()

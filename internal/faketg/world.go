@@ -219,8 +219,10 @@ type Message struct {
 	Out      bool
 	Text     string
 	Entities []tg.MessageEntityClass
-	// ReplyTo is the replied-to message ID (0 for none). In a forum topic
-	// without a reply it is the topic ID, as Telegram sends it.
+	// ReplyTo is the replied-to message ID (0 for none). A message in a
+	// forum topic that replies to nothing has ReplyTo 0 and TopicID set;
+	// the bot sees reply_to{forum_topic, reply_to_msg_id: topic}, as
+	// Telegram sends it.
 	ReplyTo int
 	// TopicID is the forum topic (0 outside forums).
 	TopicID   int
