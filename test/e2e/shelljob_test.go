@@ -1,0 +1,354 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// The tests run in this order, on one cluster. Each leaves the e2e pool
+// idle and ready.
+
+func TestPoolComesUp(t *testing.T) {
+	pool := EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	if got, want := pool.Status.Ready, fmt.Sprintf("%d/%d", PoolSize, PoolSize); got != want {
+		t.Errorf("ready %s, want %s", got, want)
+	}
+	for _, pod := range workerPods(t, Pool, pool.Status.Revision) {
+		if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+			t.Errorf("worker %s mounts an API token", pod.Name)
+		}
+	}
+}
+
+func TestEchoHi(t *testing.T) {
+	j := Create(t, Job(t, "echo", "echo hi"))[0]
+	j = WaitForJobEnd(t, j, JobTimeout)
+	if j.Status.Phase != shellv1alpha1.PhaseSucceeded || ExitCode(j) != 0 {
+		t.Fatalf("phase %s, exit %d: want Succeeded, 0", j.Status.Phase, ExitCode(j))
+	}
+	if out := Output(t, j); out != "hi\n" {
+		t.Errorf("output %q, want %q", out, "hi\n")
+	}
+	if j.Status.OutputBytes != 3 || j.Status.Number == 0 || j.Status.Summary != "echo hi" {
+		t.Errorf("output bytes %d, number %d, summary %q", j.Status.OutputBytes, j.Status.Number, j.Status.Summary)
+	}
+	// kubectl tells the story.
+	list := run(t, "-n", Namespace, "get", "sj", j.Name)
+	for _, col := range []string{"#", "POOL", "MODE", "PHASE", "EXIT", "COMMAND", "Succeeded", "echo hi"} {
+		if !strings.Contains(list, col) {
+			t.Errorf("kubectl get sj lacks %q:\n%s", col, list)
+		}
+	}
+	poll(t, JobTimeout, "Events in kubectl describe", func() (bool, string) {
+		desc := run(t, "-n", Namespace, "describe", "sj", j.Name)
+		for _, reason := range []string{"Events:", "Queued", "Scheduled", "Started", "Succeeded"} {
+			if !strings.Contains(desc, reason) {
+				return false, desc
+			}
+		}
+		return true, ""
+	})
+	t.Logf("kubectl get sj:\n%s", list)
+}
+
+func TestExit3(t *testing.T) {
+	j := WaitForJobEnd(t, Create(t, Job(t, "exit", "exit 3"))[0], JobTimeout)
+	if j.Status.Phase != shellv1alpha1.PhaseFailed || ExitCode(j) != 3 {
+		t.Errorf("phase %s, exit %d: want Failed, 3", j.Status.Phase, ExitCode(j))
+	}
+}
+
+// TestStopSleep: SIGINT ends `sleep 100` with 130 at once, before the
+// SIGTERM step.
+func TestStopSleep(t *testing.T) {
+	j := WaitForJobPhase(t, Create(t, Job(t, "sleep", "sleep 100"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	stopped := Stop(t, j)
+	j = WaitForJobEnd(t, j, JobTimeout)
+	took := time.Since(stopped)
+	t.Logf("stopped in %v", took)
+	if j.Status.Phase != shellv1alpha1.PhaseStopped || ExitCode(j) != 130 {
+		t.Errorf("phase %s, exit %d: want Stopped, 130", j.Status.Phase, ExitCode(j))
+	}
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT}, Signals(j)); diff != "" {
+		t.Errorf("signals (-want +got):\n%s", diff)
+	}
+	if took > 2*time.Second {
+		t.Errorf("took %v: it should end at SIGINT, before the SIGTERM step 2 s later", took)
+	}
+}
+
+// TestStopTrapIgnoresINT: a command that ignores SIGINT ends at SIGTERM,
+// about 2 s after the stop, with 143.
+func TestStopTrapIgnoresINT(t *testing.T) {
+	j := WaitForJobPhase(t, Create(t, Job(t, "trap", "trap '' INT; sleep 100"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	stopped := Stop(t, j)
+	j = WaitForJobEnd(t, j, JobTimeout)
+	took := time.Since(stopped)
+	t.Logf("stopped in %v", took)
+	if j.Status.Phase != shellv1alpha1.PhaseStopped || ExitCode(j) != 143 {
+		t.Errorf("phase %s, exit %d: want Stopped, 143", j.Status.Phase, ExitCode(j))
+	}
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}, Signals(j)); diff != "" {
+		t.Errorf("signals (-want +got):\n%s", diff)
+	}
+	if took < 1500*time.Millisecond || took > 5*time.Second {
+		t.Errorf("took %v, want about 2 s", took)
+	}
+}
+
+// TestTrapOutputKept: what a trap prints on SIGINT is kept, and its exit
+// status is the job's.
+func TestTrapOutputKept(t *testing.T) {
+	j := Create(t, Job(t, "goodbye", "trap 'print goodbye; exit 7' INT; print ready; sleep 100"))[0]
+	j = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
+	Stop(t, j)
+	j = WaitForJobEnd(t, j, JobTimeout)
+	if j.Status.Phase != shellv1alpha1.PhaseStopped || ExitCode(j) != 7 {
+		t.Errorf("phase %s, exit %d: want Stopped, 7", j.Status.Phase, ExitCode(j))
+	}
+	if out := Output(t, j); out != "ready\ngoodbye\n" {
+		t.Errorf("output %q, want the trap's goodbye", out)
+	}
+}
+
+// TestBackgroundHoldsOutput: a background job that holds the output keeps
+// the job running after its shell exited, ignores SIGINT as background
+// jobs of a non-interactive shell do, and ends at SIGTERM.
+func TestBackgroundHoldsOutput(t *testing.T) {
+	j := Create(t, Job(t, "bg", "sleep 100 & print started"))[0]
+	j = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
+	time.Sleep(time.Second)
+	if j = Get(t, j); j.Status.Phase != shellv1alpha1.PhaseRunning {
+		t.Fatalf("phase %s: the background sleep holds the output, so the job runs", j.Status.Phase)
+	}
+	Stop(t, j)
+	j = WaitForJobEnd(t, j, JobTimeout)
+	if j.Status.Phase != shellv1alpha1.PhaseStopped {
+		t.Errorf("phase %s, want Stopped", j.Status.Phase)
+	}
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}, Signals(j)); diff != "" {
+		t.Errorf("signals (-want +got):\n%s", diff)
+	}
+}
+
+// TestFIFO: 20 jobs on the 4-worker pool all finish, and start in the
+// order they were created.
+func TestFIFO(t *testing.T) {
+	const n = 20
+	var ws []*utiltesting.ShellJobWrapper
+	for i := range n {
+		w := Job(t, "fifo", "zmodload zsh/datetime; print -r -- $EPOCHREALTIME; sleep 0.5")
+		w.Name = fmt.Sprintf("fifo-%02d-%s", i, w.Name[len("fifo-"):])
+		ws = append(ws, w)
+	}
+	jobs := Create(t, ws...)
+	var starts []float64
+	for _, j := range jobs {
+		j = WaitForJobEnd(t, j, 3*JobTimeout)
+		if j.Status.Phase != shellv1alpha1.PhaseSucceeded {
+			t.Fatalf("%s: phase %s", j.Name, j.Status.Phase)
+		}
+		at, err := strconv.ParseFloat(strings.TrimSpace(Output(t, j)), 64)
+		if err != nil {
+			t.Fatalf("%s: start time: %v", j.Name, err)
+		}
+		starts = append(starts, at)
+	}
+	// Jobs placed in one pass start within moments of each other, in
+	// parallel: allow that much, and no more.
+	const jitter = 0.3
+	for i := range starts {
+		for k := i + 1; k < n; k++ {
+			if starts[k] < starts[i]-jitter {
+				t.Errorf("%s started %.3f s before the older %s", jobs[k].Name, starts[i]-starts[k], jobs[i].Name)
+			}
+		}
+	}
+	t.Logf("start times after the first: %v", relative(starts))
+}
+
+func relative(ts []float64) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = fmt.Sprintf("%.2f", t-ts[0])
+	}
+	return out
+}
+
+// TestStopQueuedNeverRuns: a job stopped while it waits for a worker ends
+// at once and never runs, even once a worker is free.
+func TestStopQueuedNeverRuns(t *testing.T) {
+	busy := FillPool(t)
+	q := Create(t, Job(t, "queued", "echo never"))[0]
+	poll(t, JobTimeout, "the job waits", func() (bool, string) {
+		q = Get(t, q)
+		return q.Status.Number != 0 && q.Status.Pod == "", q.Status.Pod
+	})
+	Stop(t, q)
+	q = WaitForJobEnd(t, q, JobTimeout)
+	if q.Status.Phase != shellv1alpha1.PhaseStopped || q.Status.Ran || FinishedReason(q) != shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun {
+		t.Errorf("phase %s, ran %v, reason %s: want Stopped before it ran", q.Status.Phase, q.Status.Ran, FinishedReason(q))
+	}
+	StopAll(t, busy)
+	time.Sleep(2 * time.Second)
+	if q = Get(t, q); q.Status.Ran || q.Status.Pod != "" {
+		t.Errorf("the stopped job ran after all: pod %q", q.Status.Pod)
+	}
+}
+
+// TestStateful: Stateful jobs share the stateful worker's shell: cd and
+// variables carry over.
+func TestStateful(t *testing.T) {
+	first := Create(t, Job(t, "cd", "cd /tmp; X=42").Mode(shellv1alpha1.ModeStateful))[0]
+	first = WaitForJobEnd(t, first, JobTimeout)
+	second := Create(t, Job(t, "pwd", `print -r -- "$PWD $X"`).Mode(shellv1alpha1.ModeStateful))[0]
+	second = WaitForJobEnd(t, second, JobTimeout)
+	if first.Status.Phase != shellv1alpha1.PhaseSucceeded || second.Status.Phase != shellv1alpha1.PhaseSucceeded {
+		t.Fatalf("phases %s, %s", first.Status.Phase, second.Status.Phase)
+	}
+	if first.Status.Pod != second.Status.Pod || !strings.HasSuffix(first.Status.Pod, "-0") {
+		t.Errorf("pods %s, %s: want the stateful worker 0 both times", first.Status.Pod, second.Status.Pod)
+	}
+	if out := Output(t, second); out != "/tmp 42\n" {
+		t.Errorf("output %q, want %q", out, "/tmp 42\n")
+	}
+}
+
+// TestDirectWhileBusy: a Direct job runs at once while every worker is busy.
+func TestDirectWhileBusy(t *testing.T) {
+	busy := FillPool(t)
+	d := Create(t, Job(t, "direct", "echo direct").Mode(shellv1alpha1.ModeDirect))[0]
+	d = WaitForJobEnd(t, d, JobTimeout)
+	if d.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, d) != "direct\n" {
+		t.Errorf("phase %s: want Succeeded with output direct", d.Status.Phase)
+	}
+	for _, b := range busy {
+		if b = Get(t, b); b.Status.Phase != shellv1alpha1.PhaseRunning {
+			t.Errorf("%s: phase %s, want still Running", b.Name, b.Status.Phase)
+		}
+	}
+	StopAll(t, busy)
+}
+
+// TestWorkerDeleted: a job whose worker pod is deleted ends as WorkerLost,
+// and the pool makes a new worker.
+func TestWorkerDeleted(t *testing.T) {
+	j := WaitForJobPhase(t, Create(t, Job(t, "lost", "sleep 300"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	run(t, "-n", Namespace, "delete", "pod", j.Status.Pod, "--wait=false")
+	j = WaitForJobEnd(t, j, JobTimeout)
+	if j.Status.Phase != shellv1alpha1.PhaseFailed || FinishedReason(j) != shellv1alpha1.ShellJobFinishedReasonWorkerLost {
+		t.Errorf("phase %s, reason %s: want Failed, WorkerLost", j.Status.Phase, FinishedReason(j))
+	}
+	if msg := run(t, "-n", Namespace, "get", "sj", j.Name, "-o", "jsonpath={.status.conditions[?(@.type=='Finished')].message}"); !strings.Contains(msg, "was deleted while the command ran") {
+		t.Errorf("message %q does not say the worker was deleted", msg)
+	}
+	WaitForPoolAvailable(t, Pool)
+}
+
+// TestPoolRestart: a restart lets running jobs finish on the old workers,
+// runs the queued ones on the new revision, and deletes the old workers
+// once their jobs ended.
+func TestPoolRestart(t *testing.T) {
+	const name, size = "e2e-restart", 2
+	ctx := context.Background()
+	old := EnsurePool(t, EnsurePoolInput{Name: name, Replicas: size}).Status.Revision
+	var running, queued []*shellv1alpha1.ShellJob
+	for i := range size {
+		running = append(running, Create(t, Job(t, fmt.Sprintf("old%d", i), "sleep 25; print old").Pool(name))[0])
+	}
+	for i, j := range running {
+		running[i] = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
+	}
+	for i := range size {
+		queued = append(queued, Create(t, Job(t, fmt.Sprintf("new%d", i), "print new").Pool(name))[0])
+	}
+	pool := &shellv1alpha1.ShellPool{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, pool); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.RestartedAt = now()
+	if err := c.Patch(ctx, pool, patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queued {
+		q = WaitForJobEnd(t, q, PoolReadyTimeout)
+		if q.Status.Phase != shellv1alpha1.PhaseSucceeded || q.Status.Revision == old {
+			t.Errorf("%s: phase %s on revision %s: want Succeeded on the new revision", q.Name, q.Status.Phase, q.Status.Revision)
+		}
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err != nil {
+		t.Fatal(err)
+	}
+	want := []shellv1alpha1.OldRevision{{Revision: old, Pods: size, RunningJobs: size}}
+	if diff := cmp.Diff(want, pool.Status.OldRevisions); diff != "" {
+		t.Errorf("old revisions while the old jobs run (-want +got):\n%s", diff)
+	}
+	for _, r := range running {
+		if r = Get(t, r); r.Status.Phase != shellv1alpha1.PhaseRunning {
+			t.Errorf("%s: phase %s, want still Running on the old worker", r.Name, r.Status.Phase)
+		}
+	}
+	for _, r := range running {
+		r = WaitForJobEnd(t, r, JobTimeout)
+		if r.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, r) != "old\n" {
+			t.Errorf("%s: phase %s, want Succeeded with output old", r.Name, r.Status.Phase)
+		}
+	}
+	poll(t, JobTimeout, "the old workers deleted", func() (bool, string) {
+		pods := workerPods(t, name, old)
+		return len(pods) == 0, fmt.Sprintf("%d old pods", len(pods))
+	})
+	WaitForPoolAvailable(t, name)
+	if err := c.Delete(ctx, pool); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestOperatorKilled: killing the operator while jobs run loses nothing: a
+// job that ends while it is down is recorded, a stop asked for meanwhile
+// happens, and a job created meanwhile runs.
+func TestOperatorKilled(t *testing.T) {
+	jobs := Create(t, Job(t, "ends", "sleep 5; print done"), Job(t, "stopped", "sleep 300"))
+	ends := WaitForJobPhase(t, jobs[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	stopped := WaitForJobPhase(t, jobs[1], JobTimeout, shellv1alpha1.PhaseRunning)
+
+	run(t, "-n", Namespace, "delete", "pod", "-l", "app.kubernetes.io/name=shelljob-operator", "--grace-period=0", "--force")
+	Stop(t, stopped)
+	created := Create(t, Job(t, "meanwhile", "print meanwhile"))[0]
+
+	ends = WaitForJobEnd(t, ends, OperatorRestartTimeout)
+	if ends.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, ends) != "done\n" {
+		t.Errorf("%s: phase %s, want Succeeded with output done", ends.Name, ends.Status.Phase)
+	}
+	stopped = WaitForJobEnd(t, stopped, OperatorRestartTimeout)
+	if stopped.Status.Phase != shellv1alpha1.PhaseStopped || ExitCode(stopped) != 130 {
+		t.Errorf("%s: phase %s, exit %d: want Stopped, 130", stopped.Name, stopped.Status.Phase, ExitCode(stopped))
+	}
+	created = WaitForJobEnd(t, created, OperatorRestartTimeout)
+	if created.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, created) != "meanwhile\n" {
+		t.Errorf("%s: phase %s", created.Name, created.Status.Phase)
+	}
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.InNamespace(Namespace),
+		client.MatchingLabels{"app.kubernetes.io/name": "shelljob-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }); i < 0 {
+		t.Errorf("no operator pod after the kill")
+	}
+}
