@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -755,7 +754,7 @@ func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.Type
 	}
 	jobs, err := jobsOnPod(ctx, r.Client, o.GetNamespace(), o.GetName())
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a worker", "pod", klog.KObj(o))
+		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a worker", "pod", client.ObjectKeyFromObject(o))
 	}
 	for _, j := range jobs {
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
