@@ -126,7 +126,7 @@ func (u *User) Guest(ctx context.Context, chat *Chat, text string, refs ...Messa
 	defer s.pushMu.Unlock()
 	s.mu.Lock()
 	now := time.Now()
-	m := &Message{Chat: chat, From: u, Text: text, Date: now}
+	m := &Message{Chat: chat, From: u, Text: text, Entities: autoEntities(text), Date: now}
 	if len(refs) > 0 && refs[0].Chat == chat {
 		m.ReplyTo = refs[0].ID
 	}
@@ -150,7 +150,6 @@ func (u *User) Guest(ctx context.Context, chat *Chat, text string, refs ...Messa
 	}
 	s.qtsLog = append(s.qtsLog, qtsEntry{qts: s.qts, update: upd})
 	out := s.updatesLocked(upd)
-	out.Chats = append(out.Chats, chat.tgGuestChat())
 	q := &GuestQuery{ID: qid, Message: m.clone(), s: s}
 	s.mu.Unlock()
 	return q, s.push(ctx, out)
@@ -170,15 +169,4 @@ func (q *GuestQuery) Answer(ctx context.Context) (Message, error) {
 // tgGuest is the message as a guest query carries it.
 func (m *Message) tgGuest() *tg.Message {
 	return m.tg()
-}
-
-// tgGuestChat is a chat the bot is not in, as a guest query carries it.
-func (c *Chat) tgGuestChat() tg.ChatClass {
-	switch c.Kind {
-	case Group:
-		return &tg.Chat{ID: c.ID, Title: c.Title, Photo: &tg.ChatPhotoEmpty{}, ParticipantsCount: 2, Date: 1, Version: 1}
-	case Supergroup, Forum:
-		return c.tg()
-	}
-	return &tg.ChatEmpty{ID: c.ID}
 }

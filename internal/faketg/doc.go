@@ -25,7 +25,7 @@
 // 2048-bit safe prime takes about 0.1 s normally and several seconds under
 // -race on a loaded 2-core machine: give bots in tests a generous
 // telegram.Options.ExchangeTimeout and do not set a short DialTimeout
-// (gotd uses it for the exchange's writes too). A restarted bot that keeps
+// (without PFS, gotd's DialTimeout bounds dial and key exchange together). A restarted bot that keeps
 // its session skips the exchange.
 //
 // # The world

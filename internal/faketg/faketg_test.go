@@ -851,3 +851,30 @@ func TestRestartCatchesUp(t *testing.T) {
 		t.Fatalf("getDifference calls: %d", len(diffs))
 	}
 }
+
+func TestEntitiesAndShortUpdates(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{ShortUpdates: true})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	b := newTestBot(t)
+	b.start(s)
+	ctx := ctxT(t)
+	send(t, ctx, alice, alice.Private(), "/help@shelljob_bot")
+	u := b.mustUpdate(ctx, newMessageWith("/help@shelljob_bot")).(*tg.UpdateNewMessage)
+	m := u.Message.(*tg.Message)
+	if len(m.Entities) != 1 {
+		t.Fatalf("entities: %+v", m.Entities)
+	}
+	if e, ok := m.Entities[0].(*tg.MessageEntityBotCommand); !ok || e.Offset != 0 || e.Length != len("/help@shelljob_bot") {
+		t.Fatalf("entity: %+v", m.Entities[0])
+	}
+	// A short update still names its sender.
+	if from, ok := m.FromID.(*tg.PeerUser); !ok || from.UserID != alice.ID {
+		t.Fatalf("from: %+v", m.FromID)
+	}
+	send(t, ctx, alice, alice.Private(), "ping @shelljob_bot ✓ /k")
+	u = b.mustUpdate(ctx, newMessageWith("ping @shelljob_bot ✓ /k")).(*tg.UpdateNewMessage)
+	m = u.Message.(*tg.Message)
+	if len(m.Entities) != 2 {
+		t.Fatalf("entities: %+v", m.Entities)
+	}
+}

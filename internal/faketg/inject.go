@@ -307,10 +307,15 @@ func (b *SendBuilder) Forwarded(from *User) *SendBuilder {
 	return &c
 }
 
-// Entities sets the message's formatting entities.
+// Entities sets the message's entities. By default the fake adds the
+// bot_command and mention entities Telegram would ("/help@bot", "@bot");
+// Entities() with no arguments sends none.
 func (b *SendBuilder) Entities(e ...tg.MessageEntityClass) *SendBuilder {
 	c := *b
 	c.entities = e
+	if c.entities == nil {
+		c.entities = []tg.MessageEntityClass{}
+	}
 	return &c
 }
 
@@ -337,8 +342,12 @@ func (b *SendBuilder) Text(ctx context.Context, text string) (Message, error) {
 	defer s.pushMu.Unlock()
 	s.mu.Lock()
 	now := time.Now()
+	ents := b.entities
+	if ents == nil {
+		ents = autoEntities(text)
+	}
 	m := &Message{
-		Chat: b.chat, From: b.u, Text: text, Entities: b.entities,
+		Chat: b.chat, From: b.u, Text: text, Entities: ents,
 		ReplyTo: b.replyTo, TopicID: b.topic, Date: now, fwd: b.fwd, Forwarded: b.fwd != nil,
 	}
 	if b.chat.Kind == Forum && m.TopicID == 0 && m.ReplyTo != 0 {

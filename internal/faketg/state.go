@@ -49,7 +49,7 @@ func (s *Server) tgUsersLocked() []tg.UserClass {
 func (s *Server) tgChatsLocked() []tg.ChatClass {
 	out := make([]tg.ChatClass, 0, len(s.chatList))
 	for _, c := range s.chatList {
-		if c.Kind != Private && c.BotMember {
+		if c.Kind != Private {
 			out = append(out, c.tg())
 		}
 	}

@@ -158,7 +158,11 @@ func (c *Chat) String() string {
 func (c *Chat) tg() tg.ChatClass {
 	switch c.Kind {
 	case Group:
-		return &tg.Chat{ID: c.ID, Title: c.Title, Photo: &tg.ChatPhotoEmpty{}, ParticipantsCount: 2, Date: 1, Version: 1}
+		ch := &tg.Chat{ID: c.ID, Title: c.Title, Photo: &tg.ChatPhotoEmpty{}, ParticipantsCount: 2, Date: 1, Version: 1}
+		if !c.BotMember {
+			ch.SetLeft(true)
+		}
+		return ch
 	case Supergroup, Forum:
 		ch := &tg.Channel{ID: c.ID, Title: c.Title, Photo: &tg.ChatPhotoEmpty{}, Date: 1}
 		ch.SetMegagroup(true)
