@@ -5,7 +5,8 @@
 #     an otherwise empty image, user 65532;
 #   - WORKER_IMAGE: a Debian minbase (debootstrap) with zsh, coreutils and procps,
 #     user shell (uid 1000, home /home/shell), and the agent (cmd/agent) at
-#     /usr/local/bin/shelljob-agent as its entrypoint.
+#     /usr/local/bin/shelljob-agent as its entrypoint, and its spool dir
+#     /var/lib/shelljob owned by that user (a pod may mount an emptyDir there);
 # An image is built only when its cmd/ directory holds a main package that
 # compiles; it is rebuilt only when the binary (or the worker base) changed,
 # as recorded in a label. The worker base rootfs is cached by recipe hash.
@@ -15,6 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 WORKER_PACKAGES=(zsh procps ca-certificates)
 WORKER_UID=1000
 AGENT_PATH=/usr/local/bin/shelljob-agent
+SPOOL_DIR=/var/lib/shelljob   # the agent's default spool (internal/agentapi), writable by the user
 LABEL=dev.shelljob.inputs
 out="${SHELLJOB_CACHE}/images"
 
@@ -42,14 +44,22 @@ up_to_date() {
   [[ "$(docker image inspect -f "{{index .Config.Labels \"${LABEL}\"}}" "$1" 2>/dev/null)" == "$2" ]]
 }
 
+# drop_replaced ID: removes an image that a rebuild left without a tag.
+drop_replaced() {
+  [[ -n "$1" ]] || return 0
+  [[ "$(docker image inspect -f '{{len .RepoTags}}' "$1" 2>/dev/null)" == 0 ]] || return 0
+  docker rmi "$1" >/dev/null 2>&1 || true
+}
+
 # static_image IMAGE NAME PKG: an image of the static binary /NAME alone.
 static_image() {
-  local image="$1:${IMAGE_TAG}" name="$2" pkg="$3" inputs dir
+  local image="$1:${IMAGE_TAG}" name="$2" pkg="$3" inputs dir old
   go_binary "${name}" "${pkg}" || return 0
   inputs="$(sha256sum "${out}/bin/${name}" | cut -c1-16)"
   if up_to_date "${image}" "${inputs}"; then
     log "✔ ${image} (binary unchanged)"
   else
+    old="$(docker image inspect -f '{{.Id}}' "${image}" 2>/dev/null || true)"
     dir="$(mktemp -d)"
     install -D -m 0755 "${out}/bin/${name}" "${dir}/${name}"
     install -d -m 1777 "${dir}/tmp"
@@ -59,6 +69,7 @@ static_image() {
       docker import --change "ENTRYPOINT [\"/${name}\"]" --change 'USER 65532:65532' \
         --change "LABEL ${LABEL}=${inputs}" - "${image}" >/dev/null
     rm -rf "${dir}"
+    drop_replaced "${old}"
     log "✔ ${image} built"
   fi
   echo "${image}"
@@ -75,7 +86,9 @@ debootstrap_worker() {
     "${DEBIAN_SUITE}" "${rootfs}" "${mirror}" >"${SHELLJOB_CACHE}/logs/debootstrap-worker.log" 2>&1 ||
     { tail -20 "${SHELLJOB_CACHE}/logs/debootstrap-worker.log" >&2; die "debootstrap failed"; }
   chroot "${rootfs}" useradd --create-home --home-dir /home/shell --uid "${WORKER_UID}" --user-group --shell /usr/bin/zsh shell
-  touch "${rootfs}/home/shell/.zshrc" && chown "${WORKER_UID}:${WORKER_UID}" "${rootfs}/home/shell/.zshrc"
+  touch "${rootfs}/home/shell/.zshrc"
+  install -d "${rootfs}${SPOOL_DIR}"
+  chown "${WORKER_UID}:${WORKER_UID}" "${rootfs}/home/shell/.zshrc" "${rootfs}${SPOOL_DIR}"
   rm -rf "${rootfs}"/var/cache/apt/archives/*.deb "${rootfs}"/var/lib/apt/lists/* "${rootfs}"/var/log/*.log
   tar -C "${rootfs}" --numeric-owner -c . |
     docker import --change "USER ${WORKER_UID}:${WORKER_UID}" --change 'WORKDIR /home/shell' \
@@ -89,22 +102,25 @@ worker_base_image() {
     log "✔ ${worker_base} (cached)"
   else
     step "build ${worker_base}" debootstrap_worker
+    prune_other_tags "${worker_base%%:*}" "${worker_base##*:}"
   fi
 }
 
 worker_image() {
-  local image="${WORKER_IMAGE}:${IMAGE_TAG}" inputs cid
+  local image="${WORKER_IMAGE}:${IMAGE_TAG}" inputs cid old
   with_lock "worker-base-${worker_key}" worker_base_image
   go_binary shelljob-agent agent || return 0
   inputs="$(sha256sum "${out}/bin/shelljob-agent" | cut -c1-16)-$(docker image inspect -f '{{.Id}}' "${worker_base}" | cut -c8-23)"
   if up_to_date "${image}" "${inputs}"; then
     log "✔ ${image} (agent and base unchanged)"
   else
+    old="$(docker image inspect -f '{{.Id}}' "${image}" 2>/dev/null || true)"
     cid="$(docker create "${worker_base}")"
     docker cp "${out}/bin/shelljob-agent" "${cid}:${AGENT_PATH}"
     docker commit --change "ENTRYPOINT [\"${AGENT_PATH}\"]" --change 'CMD []' \
       --change "LABEL ${LABEL}=${inputs}" "${cid}" "${image}" >/dev/null
     docker rm "${cid}" >/dev/null
+    drop_replaced "${old}"
     log "✔ ${image} built"
   fi
   echo "${image}"

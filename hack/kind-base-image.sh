@@ -107,6 +107,7 @@ ensure() {
     log "✔ ${tag} (cached)"
   else
     step "build ${tag}" build
+    prune_other_tags "${tag%%:*}" "${tag##*:}"
   fi
 }
 

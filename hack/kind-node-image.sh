@@ -157,7 +157,10 @@ ensure() {
   if image_exists "${tag}"; then
     log "✔ ${tag} (cached)"
   else
+    # A build container left by an interrupted run.
+    docker ps -aq --filter name='^shelljob-node-build-' | xargs -r docker rm -f >/dev/null
     step "build ${tag}" build
+    prune_other_tags "${tag%%:*}" "${tag##*:}"
   fi
 }
 

@@ -60,6 +60,7 @@ ensure_cluster() {
     "${KIND}" delete cluster --name "${KIND_CLUSTER}"
   fi
   "${KIND}" create cluster --name "${KIND_CLUSTER}" --image "${node_image}" --config <(cluster_config)
+  prune_other_tags "${node_image%%:*}" "${node_image##*:}"
 }
 
 wait_node() { kubectl wait --for=condition=Ready node --all --timeout=300s >&2; }

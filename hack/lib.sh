@@ -91,6 +91,14 @@ gomod_dir() {
 # image_exists NAME:TAG
 image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
+# prune_other_tags REPO KEEP: removes the images of REPO other than REPO:KEEP
+# (stale cache entries), except those a container still uses.
+prune_other_tags() {
+  local t
+  docker images --format '{{.Repository}}:{{.Tag}}' "$1" | grep -vxF "$1:$2" |
+    while read -r t; do docker rmi "${t}" >/dev/null 2>&1 && log "removed stale image ${t}" || true; done
+}
+
 # with_lock NAME cmd args...: serializes concurrent builds of the same cache entry.
 with_lock() {
   local name="$1"; shift
