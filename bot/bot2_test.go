@@ -364,3 +364,89 @@ func (e *env) annotated(name, key, substr string) {
 	}
 	e.t.Fatalf("%s never got annotation %s containing %q", name, key, substr)
 }
+
+func TestFilesInAndOut(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat notes.txt; echo made > "$SHELLJOB_OUT/out.txt"; printf 'PNG' > "$SHELLJOB_OUT/pic.png"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "from the chat" {
+		t.Errorf("final = %q", ev.Text)
+	}
+	doc1 := e.wait(since, "out.txt", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Upload && ev.Media != nil && ev.Media.Filename == "out.txt"
+	})
+	if doc1.Media.Photo || string(doc1.Media.Data) != "made\n" || doc1.ReplyTo != m.ID {
+		t.Errorf("out.txt = %+v", doc1.Media)
+	}
+	pic := e.wait(since, "pic.png", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.Media != nil && ev.Media.Photo })
+	if string(pic.Media.Data) != "PNG" {
+		t.Errorf("photo = %+v", pic.Media)
+	}
+	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+		if ev.Media != nil && ev.Media.Filename == "notes.txt" {
+			t.Errorf("the input file was sent back")
+		}
+	}
+}
+
+func TestAliasesAndHelp(t *testing.T) {
+	e := newEnv(t, envOptions{tg: faketg.Options{Bot: faketg.BotOptions{
+		Username: "shelljob_bot",
+		Aliases:  []faketg.Alias{{Username: "sh_alias_bot", Active: true}, {Username: "old_alias_bot"}},
+	}}})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, "@SH_ALIAS_BOT .a echo via alias")
+	if ev := e.wait(since, "alias", sendTo(e.group, m.ID)); ev.Text != "via alias" {
+		t.Errorf("alias = %q", ev.Text)
+	}
+	e.send(e.admin, e.group, "@old_alias_bot .a echo inactive")
+	e.send(e.admin, e.group, "@shelljob_bot, .a echo comma")
+	m = e.send(e.admin, e.group, "/help@sh_alias_bot")
+	help := e.wait(since, "help", sendTo(e.group, m.ID))
+	if !strings.Contains(help.Text, "@shelljob_bot .a CMD") {
+		t.Errorf("help = %q", help.Text)
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, txt := range e.srv.Log().After(since).Of(faketg.Send).Texts() {
+		if txt == "inactive" || txt == "comma" {
+			t.Errorf("answered %q", txt)
+		}
+	}
+}
+
+func TestForwardedCommandIgnored(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	if _, err := e.admin.In(e.group).Forwarded(e.other).Text(e.ctx, ".a echo fwd"); err != nil {
+		t.Fatal(err)
+	}
+	m := e.send(e.admin, e.group, ".a echo mine")
+	e.wait(since, "own", sendTo(e.group, m.ID))
+	if l := e.srv.Log().After(since).Of(faketg.Send).Texts(); len(l) != 1 {
+		t.Errorf("answers = %q", l)
+	}
+}
+
+func TestKillAsReply(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	other := e.send(e.admin, e.group, "just chatting")
+	a := e.send(e.admin, e.group, ".a echo r; sleep 30")
+	pv := e.preview(since, e.group, a.ID)
+	k, _ := e.admin.In(e.group).Reply(other.ID).Text(e.ctx, ".k")
+	if ev := e.wait(since, "no job", sendTo(e.group, k.ID)); ev.Text != "That message has no running command." {
+		t.Errorf(".k on another message = %q", ev.Text)
+	}
+	k, _ = e.admin.In(e.group).Reply(pv.MsgID).Text(e.ctx, ".k")
+	if ev := e.wait(since, "stop", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #1…" {
+		t.Errorf(".k on the preview = %q", ev.Text)
+	}
+	e.finalEdit(pv.Seq, pv.MsgID)
+}
