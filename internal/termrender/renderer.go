@@ -501,7 +501,16 @@ func (r *Renderer) put(p []byte) {
 		}
 		ln.rest = append(ln.rest, p...)
 		ln.restCols += col - n + cols
-	case col >= len(ln.rs) && ln.restCols == len(ln.rest) && cols == len(p) && end <= n:
+	case end >= n:
+		// p covers the rest of the line, as a redrawn frame does: the line
+		// becomes its first col columns, then p.
+		if col > len(ln.rs) {
+			r.split(ln, col)
+		}
+		ln.rs = ln.rs[:col]
+		ln.rest = append(ln.rest[:0], p...)
+		ln.restCols = cols
+	case col >= len(ln.rs) && ln.restCols == len(ln.rest) && cols == len(p):
 		// ASCII over ASCII: column i of rest is its byte i.
 		copy(ln.rest[col-len(ln.rs):], p)
 	default:
@@ -524,12 +533,18 @@ func (r *Renderer) putLast(col int, p []byte, cols int) bool {
 		r.lastCols = col + cols
 		return true
 	}
+	end := col + cols
+	if col == 0 && end >= n {
+		// p covers the whole line, as a redrawn frame does.
+		r.buf = append(r.buf[:start], p...)
+		r.lastCols = cols
+		return true
+	}
 	b := r.buf[start:]
 	if n != len(b) {
 		return false
 	}
 	// The line is ASCII: column i is byte i.
-	end := col + cols
 	switch {
 	case cols == len(p) && end <= n:
 		copy(b[col:], p)
@@ -743,22 +758,19 @@ func putRunes(rs []rune, col int, p []byte) []rune {
 	for len(rs) < col {
 		rs = append(rs, ' ')
 	}
-	i := col
-	for len(p) > 0 {
+	// Overwrite the columns there are, then append.
+	over := rs[col:]
+	i := 0
+	for ; len(p) > 0 && i < len(over); i++ {
 		c := rune(p[0])
 		size := 1
 		if c >= utf8.RuneSelf {
 			c, size = decodeValid(p)
 		}
+		over[i] = c
 		p = p[size:]
-		if i < len(rs) {
-			rs[i] = c
-		} else {
-			rs = append(rs, c)
-		}
-		i++
 	}
-	return rs
+	return appendRunes(rs, p)
 }
 
 // appendRunes appends the code points of p, UTF-8 text, to rs.
