@@ -38,13 +38,15 @@
 // that a '\r' or a cursor-up at its start acts inside the tail.
 //
 // Rendering costs time linear in the input. A line is kept as bytes while it
-// is only appended to, as ordinary output is; the few lines that are
-// overwritten in the middle (a progress bar) keep their text as code points,
-// so a write, an overwrite after '\r' or '\b' and an erase cost what they
-// change, not the length of the line. Up to 16 such lines stay in that form,
-// so a progress display redrawn under a long line never copies that line
-// again. Only the padding grows faster than the input, as in the reference:
-// a cursor-up from the end of a long line and one character pad the line
+// is appended to, or rewritten from a column to its end as a progress bar's
+// frames are; a line overwritten in its middle keeps the columns written so
+// far as code points and the rest as bytes, so a write, an overwrite after
+// '\r' or '\b' and an erase cost what they change, not the length of the
+// line. Up to 16 lines keep code points at once, so a progress display
+// redrawn under a long line never copies that line again.
+//
+// Only padding grows faster than the input, as in the reference: a
+// cursor-up from the end of a long line and one character pad the line
 // above to that column, so a contrived output can render far larger than it
 // is.
 package termrender
