@@ -10,6 +10,7 @@
 # Environment: BENCHTIME (default 1s) and COUNT (default 5) are passed to
 # go test; each figure is the median of the COUNT runs. BENCH_FORMAT=markdown
 # prints Markdown tables, as BENCHMARKS.md holds them.
+set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BENCHTIME="${BENCHTIME:-1s}"
