@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"shelljob.dev/shelljob/agent/cli"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -44,6 +46,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asAgent) == "1" {
+		// A real agent daemon for the tests of realagent_test.go.
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	var err error
 	if env, err = testenv.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -74,7 +80,7 @@ type operator struct {
 
 // startOperator runs the operator on ns until the test ends or stop is
 // called.
-func startOperator(t *testing.T, ns string, agent *fakeAgent) *operator {
+func startOperator(t *testing.T, ns string, agent agentapi.Client) *operator {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,

@@ -1,0 +1,189 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"shelljob.dev/shelljob/agent"
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// asAgent makes the test binary run as shelljob-agent (TestMain): the
+// daemon reaps every child of its process, so it runs apart from the tests.
+const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
+
+// realAgents runs one real agent daemon per worker pod, on this machine,
+// and reaches them through agent.Pods: the tests below run real commands
+// in real zsh, with real signals, with the API server of envtest.
+type realAgents struct {
+	agent.Pods
+	t    *testing.T
+	mu   sync.Mutex
+	dirs map[string]string
+}
+
+func newRealAgents(t *testing.T) *realAgents {
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
+	}
+	r := &realAgents{t: t, dirs: map[string]string{}}
+	r.Pods = agent.Pods{Socket: func(pod types.NamespacedName) string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return agent.SocketPath(r.dirs[pod.Name])
+	}}
+	return r
+}
+
+// serve starts the daemon of a worker pod and waits until it answers.
+func (r *realAgents) serve(pod *corev1.Pod) {
+	t := r.t
+	t.Helper()
+	dir, home := t.TempDir(), t.TempDir()
+	var logs bytes.Buffer
+	cmd := exec.Command(os.Args[0], "serve", "--spool-dir", dir, "--home", home)
+	cmd.Env = append(os.Environ(), asAgent+"=1")
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(ended) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-ended:
+		case <-time.After(waitShort):
+			_ = cmd.Process.Kill()
+			<-ended
+		}
+	})
+	r.mu.Lock()
+	r.dirs[pod.Name] = dir
+	r.mu.Unlock()
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	eventually(t, waitShort, "agent of "+pod.Name+" answering", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Only a live daemon says it knows no such job.
+		_, err := r.Signal(ctx, key, "no-such-job", agentapi.SIGINT)
+		return errors.Is(err, agentapi.ErrUnknownJob), fmt.Sprint(err)
+	})
+}
+
+// output reads a job's output from its agent.
+func (r *realAgents) output(t *testing.T, j *shellv1alpha1.ShellJob) string {
+	t.Helper()
+	var b bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	if _, err := r.Follow(ctx, podKey(j), string(j.UID), 0, &b); err != nil {
+		t.Fatalf("follow %s: %v", j.Name, err)
+	}
+	return b.String()
+}
+
+// TestRealAgent runs the behaviour the design asks of a stop, a trap and
+// a stateful shell through the real agent.
+func TestRealAgent(t *testing.T) {
+	ns := namespace(t)
+	agents := newRealAgents(t)
+	startOperator(t, ns, agents)
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(2).Obj()
+	if err := env.Client.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range markWorkersReady(t, ns, "shell", 2) {
+		agents.serve(&pod)
+	}
+
+	signals := func(j *shellv1alpha1.ShellJob) []shellv1alpha1.Signal {
+		var out []shellv1alpha1.Signal
+		for _, s := range j.Status.StopSteps {
+			out = append(out, s.Signal)
+		}
+		return out
+	}
+	cases := []struct {
+		name, command string
+		mode          shellv1alpha1.ShellJobMode
+		stop          bool
+		phase         shellv1alpha1.ShellJobPhase
+		exit          int32
+		output        string
+		signals       []shellv1alpha1.Signal
+	}{
+		{name: "echo", command: "echo hi", phase: shellv1alpha1.PhaseSucceeded, exit: 0, output: "hi\n"},
+		{name: "exit", command: "exit 3", phase: shellv1alpha1.PhaseFailed, exit: 3},
+		{name: "sleep", command: "print ready; sleep 100", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 130,
+			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT}},
+		{name: "ignore-int", command: "trap '' INT; print ready; sleep 100", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 143,
+			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}},
+		{name: "trap", command: "trap 'print goodbye; exit 7' INT; print ready; sleep 100", stop: true, phase: shellv1alpha1.PhaseStopped,
+			exit: 7, output: "ready\ngoodbye\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT}},
+		{name: "background", command: "sleep 100 & print ready", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 0,
+			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}},
+		{name: "stateful-cd", command: "cd /tmp; X=42", mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseSucceeded},
+		{name: "stateful-pwd", command: `print -r -- "$PWD $X"`, mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseSucceeded,
+			output: "/tmp 42\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			createJob(t, utiltesting.MakeShellJob(tc.name, ns).Command(tc.command).Mode(tc.mode))
+			if tc.stop {
+				waitPhase(t, ns, tc.name, shellv1alpha1.PhaseRunning)
+				// Let the command reach its sleep (and set its traps).
+				eventually(t, waitShort, "ready printed", func() (bool, string) {
+					got := getJob(t, ns, tc.name)
+					var b bytes.Buffer
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					_, _ = agents.Follow(ctx, podKey(got), string(got.UID), 0, &limitWriter{&b, len("ready")})
+					return strings.HasPrefix(b.String(), "ready"), b.String()
+				})
+				stopJob(t, ns, tc.name, "")
+			}
+			got := waitPhase(t, ns, tc.name, tc.phase)
+			if ptr.Deref(got.Status.ExitCode, -1) != tc.exit {
+				t.Errorf("exit %v, want %d", got.Status.ExitCode, tc.exit)
+			}
+			if diff := cmp.Diff(tc.signals, signals(got)); diff != "" {
+				t.Errorf("signals (-want +got):\n%s", diff)
+			}
+			if out := agents.output(t, got); out != tc.output {
+				t.Errorf("output %q, want %q", out, tc.output)
+			}
+		})
+	}
+}
+
+// limitWriter takes n bytes, then fails, so a Follow of a running job
+// returns once it has them.
+type limitWriter struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	n, _ := w.b.Write(p)
+	if w.b.Len() >= w.n {
+		return n, errors.New("enough")
+	}
+	return n, nil
+}
