@@ -280,7 +280,7 @@ func (s *Server) WaitFor(ctx context.Context, done func(Log) bool) (Log, error) 
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			tail := l
+			tail := Log(l)
 			if len(tail) > 20 {
 				tail = tail[len(tail)-20:]
 			}

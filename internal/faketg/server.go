@@ -49,7 +49,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
-	log     []Event
+	log     Log
 
 	authorized map[[8]byte]bool
 	session    tgtest.Session
