@@ -1,0 +1,132 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// These tests need no API server: the fake client, with interceptor.Funcs
+// for the failures.
+
+func fakeScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := shellv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func counter(t *testing.T, c client.Client) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: CounterConfigMap}, cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data[CounterKey]
+}
+
+func TestNumbererRetriesConflicts(t *testing.T) {
+	ctx := context.Background()
+	conflicts := 2
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).
+		WithObjects(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: CounterConfigMap},
+			Data:       map[string]string{CounterKey: "41"},
+		}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if conflicts > 0 {
+					conflicts--
+					return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, obj.GetName(), nil)
+				}
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+	n := newNumberer(c, c, c)
+	job := utiltesting.MakeShellJob("j", "ns").Obj()
+	job.UID = "uid-1"
+	got, err := n.number(ctx, job)
+	if err != nil || got != 41 {
+		t.Fatalf("number = %d, %v; want 41", got, err)
+	}
+	if next := counter(t, c); next != "42" {
+		t.Errorf("counter %s, want 42", next)
+	}
+	// A retried pass whose status patch did not land reuses its number.
+	if again, _ := n.number(ctx, job); again != 41 {
+		t.Errorf("second call gave %d, want 41 again", again)
+	}
+	if next := counter(t, c); next != "42" {
+		t.Errorf("counter %s after a retry, want 42", next)
+	}
+}
+
+func TestNumbererStartsAboveExistingJobs(t *testing.T) {
+	ctx := context.Background()
+	old := utiltesting.MakeShellJob("old", "ns").Obj()
+	old.Status.Number = 7
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(old).WithStatusSubresource(old).Build()
+	n := newNumberer(c, c, c)
+	job := utiltesting.MakeShellJob("new", "ns").Obj()
+	job.UID = "uid-2"
+	if got, err := n.number(ctx, job); err != nil || got != 8 {
+		t.Fatalf("number = %d, %v; want 8", got, err)
+	}
+	if next := counter(t, c); next != "9" {
+		t.Errorf("counter %s, want 9", next)
+	}
+}
+
+func TestRevision(t *testing.T) {
+	base := utiltesting.MakeShellPool("shell", "ns").Replicas(4).Obj()
+	rev := Revision(base, DefaultWorkerImage)
+	same := map[string]func(p *shellv1alpha1.ShellPool){
+		"replicas":        func(p *shellv1alpha1.ShellPool) { p.Spec.Replicas = 16 },
+		"stateful worker": func(p *shellv1alpha1.ShellPool) { p.Spec.StatefulWorker = 2 },
+		"defaults spelled out": func(p *shellv1alpha1.ShellPool) {
+			p.Spec.Image, p.Spec.Shell, p.Spec.ImagePullPolicy = DefaultWorkerImage, DefaultShell, corev1.PullIfNotPresent
+		},
+	}
+	for name, change := range same {
+		p := base.DeepCopy()
+		change(p)
+		if got := Revision(p, DefaultWorkerImage); got != rev {
+			t.Errorf("%s: revision %s, want %s unchanged", name, got, rev)
+		}
+	}
+	changed := map[string]func(p *shellv1alpha1.ShellPool){
+		"restart":         func(p *shellv1alpha1.ShellPool) { p.Spec.RestartedAt = &metav1.Time{Time: time.Unix(1_800_000_000, 0)} },
+		"image":           func(p *shellv1alpha1.ShellPool) { p.Spec.Image = "other:1" },
+		"service account": func(p *shellv1alpha1.ShellPool) { p.Spec.ServiceAccountName = "sa" },
+		"template":        func(p *shellv1alpha1.ShellPool) { p.Spec.Template.Labels = map[string]string{"a": "b"} },
+	}
+	for name, change := range changed {
+		p := base.DeepCopy()
+		change(p)
+		if got := Revision(p, DefaultWorkerImage); got == rev {
+			t.Errorf("%s: revision unchanged", name)
+		}
+	}
+	if Revision(base, "other/worker:2") == rev {
+		t.Error("a new default worker image kept the revision")
+	}
+}
