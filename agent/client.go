@@ -83,6 +83,15 @@ func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream
 	return s, rep, nil
 }
 
+// Ping returns once the daemon answers.
+func (c *Client) Ping(ctx context.Context) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdPing}, nil)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}
+
 // Start runs a command; see agentapi.Client.
 func (c *Client) Start(ctx context.Context, req agentapi.StartRequest) (agentapi.StartResponse, error) {
 	st, rep, err := c.call(ctx, request{Op: agentapi.CmdStart, Job: req.Job, Start: &req}, nil)

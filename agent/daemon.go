@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,9 +42,10 @@ const (
 	// so that a command that dies of the signal at once is answered as gone.
 	signalSettle = 250 * time.Millisecond
 	// shutdownGrace is how long the daemon, asked to end, waits for the
-	// jobs it sent SIGTERM before SIGKILL; the pod's termination grace
-	// period must be longer.
-	shutdownGrace = 5 * time.Second
+	// jobs it sent SIGTERM before SIGKILL, and then for them to end: a
+	// signal step of the reference each, within the worker pod's
+	// termination grace period (5 s).
+	shutdownGrace = 2 * time.Second
 	// janitorInterval paces the removal of spools past their retention.
 	janitorInterval = 10 * time.Minute
 	// subscriberBuffer is how many events a slow events stream may lag
@@ -57,7 +59,7 @@ type Options struct {
 	SpoolDir string
 	// Socket is the daemon's socket. Defaults to SpoolDir/agent.sock.
 	Socket string
-	// Shell runs jobs that name none. Defaults to zsh.
+	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or zsh.
 	Shell string
 	// Home is the working directory of every command. Defaults to $HOME,
 	// or / when that is unset or missing.
@@ -85,7 +87,7 @@ func (o Options) withDefaults() Options {
 		o.Socket = SocketPath(o.SpoolDir)
 	}
 	if o.Shell == "" {
-		o.Shell = "zsh"
+		o.Shell = cmp.Or(os.Getenv(agentapi.ShellEnv), "zsh")
 	}
 	if o.Home == "" {
 		o.Home = "/"
@@ -245,7 +247,7 @@ func (d *Daemon) stopAll() {
 			for _, j := range running {
 				select {
 				case <-j.done:
-				case <-time.After(d.opts.OrphanGrace + time.Second):
+				case <-time.After(shutdownGrace):
 				}
 			}
 			return

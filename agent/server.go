@@ -66,6 +66,9 @@ func clientGone(br *bufio.Reader) (context.Context, context.CancelFunc) {
 
 func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 	switch req.Op {
+	case agentapi.CmdPing:
+		return d.reply(bw, reply{})
+
 	case agentapi.CmdStart:
 		if req.Start == nil {
 			return d.reply(bw, errorReply(fmt.Errorf("start without a request")))
@@ -107,6 +110,13 @@ func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 		if err != nil {
 			// Cut without an e frame: the reader follows again from pos.
 			return err
+		}
+		// The output closes a moment before the exit is recorded; a reader
+		// told the job ended finds its exit status.
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		if err := fw.End(pos); err != nil {
 			return err

@@ -228,11 +228,17 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 	d.shellMu.Lock()
 	defer d.shellMu.Unlock()
 	if sh := d.shell; sh != nil && sh.job != nil {
+		prev := sh.job
+		if prev.spool.Stats().Closed {
+			// Its output is closed, so its end is being recorded: a caller
+			// whose follow just ended may start the next job at once.
+			<-prev.done
+		}
 		d.mu.Lock()
-		busy := !sh.job.ended
+		busy := !prev.ended
 		d.mu.Unlock()
 		if busy {
-			return nil, nil, fmt.Errorf("job %s still runs: %w", sh.job.id, agentapi.ErrBusy)
+			return nil, nil, fmt.Errorf("job %s still runs: %w", prev.id, agentapi.ErrBusy)
 		}
 	}
 	if d.shell == nil || d.shell.isGone() {

@@ -32,6 +32,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent follow --job J [--offset N] [--framed] [--watch-stdin]
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
+       shelljob-agent ping                   exit 0 once the daemon answers
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -52,6 +53,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdFollow:   follow,
 		agentapi.CmdPutFiles: putFiles,
 		agentapi.CmdGetFiles: getFiles,
+		agentapi.CmdPing:     ping,
 	}[cmd]
 	if run == nil {
 		fmt.Fprint(stderr, usage)
@@ -148,7 +150,7 @@ func serve(e *env, args []string) error {
 		lim  spool.Limits
 		v    int
 	)
-	fs.StringVar(&opts.Shell, "shell", "zsh", "the shell of jobs that name none")
+	fs.StringVar(&opts.Shell, "shell", "", "the shell of jobs that name none (default $"+agentapi.ShellEnv+", or zsh)")
 	fs.StringVar(&opts.Home, "home", "", "the working directory of commands (default $HOME)")
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
@@ -175,6 +177,17 @@ func serve(e *env, args []string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	return agent.New(opts).Run(logr.NewContext(ctx, opts.Logger))
+}
+
+func ping(e *env, args []string) error {
+	e.flags()
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.Ping(ctx)
 }
 
 func start(e *env, args []string) error {

@@ -349,3 +349,25 @@ func TestIncompleteSuffix(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWrite is the producer's cost: 256 MiB in pipe-sized writes,
+// with the default caps, no reader.
+func BenchmarkWrite(b *testing.B) {
+	const size = 256 << 20
+	chunk := make([]byte, 256<<10)
+	b.SetBytes(size)
+	for b.Loop() {
+		s, err := Create(b.TempDir(), Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range size / len(chunk) {
+			if _, err := s.Write(chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

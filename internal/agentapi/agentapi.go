@@ -18,6 +18,9 @@ const (
 	SpoolDir = "/var/lib/shelljob"
 	// SpoolDirEnv overrides SpoolDir for the daemon and its subcommands.
 	SpoolDirEnv = "SHELLJOB_SPOOL_DIR"
+	// ShellEnv names the shell of jobs whose StartRequest names none (the
+	// pool's); zsh when unset.
+	ShellEnv = "SHELLJOB_SHELL"
 )
 
 // ProtocolVersion is the version of the exec protocol below. Callers pass it
@@ -38,6 +41,7 @@ const ProtocolVersion = 1
 //	           not-kept lines.
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
 //	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
+//	ping       exits 0 once the daemon answers: the readiness probe.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.
@@ -48,6 +52,7 @@ const (
 	CmdFollow   = "follow"
 	CmdPutFiles = "put-files"
 	CmdGetFiles = "get-files"
+	CmdPing     = "ping"
 )
 
 // Flags of the subcommands.

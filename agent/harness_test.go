@@ -1,0 +1,300 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/cli"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// asAgent makes the test binary run as shelljob-agent: the daemon reaps
+// every child of its process, so it runs apart from the tests.
+const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asAgent) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Generous bounds: tests assert behaviour, not speed, on a shared machine.
+const (
+	waitLong  = 60 * time.Second
+	waitShort = 10 * time.Second
+)
+
+// syncBuffer is a bytes.Buffer for a writer and readers in other goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type daemon struct {
+	t     testing.TB
+	dir   string
+	home  string
+	args  []string
+	cmd   *exec.Cmd
+	logs  *syncBuffer
+	c     *agent.Client
+	ended chan struct{}
+}
+
+func needZsh(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
+	}
+}
+
+// startDaemon runs a daemon on a fresh spool directory, with extra flags.
+func startDaemon(t *testing.T, extra ...string) *daemon { return startDaemonB(t, extra...) }
+
+func startDaemonB(t testing.TB, extra ...string) *daemon {
+	t.Helper()
+	needZsh(t)
+	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &syncBuffer{}}
+	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
+	d.c = agent.NewClient(agent.SocketPath(d.dir))
+	d.run()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", d.logs.String())
+		}
+	})
+	return d
+}
+
+func (d *daemon) run() {
+	d.t.Helper()
+	d.cmd = exec.Command(os.Args[0], d.args...)
+	d.cmd.Env = append(os.Environ(), asAgent+"=1")
+	d.cmd.Stderr = d.logs
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.ended = make(chan struct{})
+	go func() {
+		_ = d.cmd.Wait()
+		close(d.ended)
+	}()
+	deadline := time.Now().Add(waitShort)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := d.c.Ping(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("agent not answering: %v\n%s", err, d.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop ends the daemon as a pod's deletion would.
+func (d *daemon) stop() {
+	select {
+	case <-d.ended:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.ended:
+	case <-time.After(waitShort):
+		_ = d.cmd.Process.Kill()
+		<-d.ended
+	}
+}
+
+// crash ends the daemon without letting it stop anything.
+func (d *daemon) crash() {
+	_ = d.cmd.Process.Kill()
+	<-d.ended
+}
+
+func ctxFor(t testing.TB, timeout time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (d *daemon) start(id, command string, stateful bool) agentapi.StartResponse {
+	d.t.Helper()
+	resp, err := d.c.Start(ctxFor(d.t, waitShort), agentapi.StartRequest{Job: id, Command: command, Stateful: stateful})
+	if err != nil {
+		d.t.Fatalf("start %s: %v", id, err)
+	}
+	if resp.PGID <= 0 || resp.StartedAt.IsZero() {
+		d.t.Fatalf("start %s: %+v", id, resp)
+	}
+	return resp
+}
+
+func (d *daemon) signal(id string, sig agentapi.Signal) agentapi.SignalResponse {
+	d.t.Helper()
+	resp, err := d.c.Signal(ctxFor(d.t, waitShort), id, sig)
+	if err != nil {
+		d.t.Fatalf("signal %s %s: %v", id, sig, err)
+	}
+	return resp
+}
+
+// output follows the job from 0 to its end.
+func (d *daemon) output(id string) string {
+	d.t.Helper()
+	var b bytes.Buffer
+	if _, err := d.c.Follow(ctxFor(d.t, waitLong), id, 0, &b); err != nil {
+		d.t.Fatalf("follow %s: %v", id, err)
+	}
+	return b.String()
+}
+
+// exited waits for the job's exited event.
+func (d *daemon) exited(id string) agentapi.Event {
+	d.t.Helper()
+	e, err := d.waitEvent(waitLong, func(e agentapi.Event) bool { return e.Type == agentapi.EventExited && e.Job == id })
+	if err != nil {
+		d.t.Fatalf("waiting for %s to exit: %v", id, err)
+	}
+	return e
+}
+
+// stillRunning fails the test if the job exits within for.
+func (d *daemon) stillRunning(id string, within time.Duration) {
+	d.t.Helper()
+	e, err := d.waitEvent(within, func(e agentapi.Event) bool { return e.Type == agentapi.EventExited && e.Job == id })
+	if err == nil {
+		d.t.Fatalf("%s exited too early: %+v", id, e)
+	}
+}
+
+// waitEvent opens an events stream and returns the first event that
+// matches, the snapshot included.
+func (d *daemon) waitEvent(timeout time.Duration, match func(agentapi.Event) bool) (agentapi.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var found *agentapi.Event
+	err := d.c.Events(ctx, func(e agentapi.Event) {
+		if found == nil && match(e) {
+			found = &e
+			cancel()
+		}
+	})
+	if found != nil {
+		return *found, nil
+	}
+	return agentapi.Event{}, err
+}
+
+// waitOutput follows the job until its output holds want.
+func (d *daemon) waitOutput(id, want string) {
+	d.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	w := &watchWriter{want: want, found: cancel}
+	_, err := d.c.Follow(ctx, id, 0, w)
+	if !strings.Contains(w.b.String(), want) {
+		d.t.Fatalf("output of %s is %q, never held %q (%v)", id, w.b.String(), want, err)
+	}
+}
+
+type watchWriter struct {
+	b     bytes.Buffer
+	want  string
+	found func()
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.found()
+	}
+	return len(p), nil
+}
+
+func (d *daemon) jobFile(id, name string) string {
+	return filepath.Join(d.dir, "jobs", id, "files", name)
+}
+
+func code(t *testing.T, e agentapi.Event) int {
+	t.Helper()
+	if e.ExitCode == nil {
+		t.Fatalf("exited without a code: %+v", e)
+	}
+	return *e.ExitCode
+}
+
+// waitProc waits until process group pgid runs a process named name. A
+// stop sent while the shell is still starting that process could miss it:
+// zsh forks it after the signal, or a forked zsh that has not yet become
+// it runs the trap and repeats buffered output.
+func waitProc(t *testing.T, pgid int, name string) {
+	t.Helper()
+	deadline := time.Now().Add(waitShort)
+	for time.Now().Before(deadline) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+			if i < 0 || j < i {
+				continue
+			}
+			f := strings.Fields(s[j+1:])
+			if len(f) > 2 && s[i+1:j] == name && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s in group %d", name, pgid)
+}
+
+// killPIDFile kills the process whose pid a command wrote to path.
+func killPIDFile(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("read pid: %v", err)
+		return
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 {
+		t.Errorf("bad pid %q", b)
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
