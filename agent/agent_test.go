@@ -630,4 +630,3 @@ func TestShutdownStopsJobs(t *testing.T) {
 		t.Errorf("a job the agent stopped on its way out: %+v", e)
 	}
 }
-

@@ -297,4 +297,3 @@ func killPIDFile(t *testing.T, path string) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
-
