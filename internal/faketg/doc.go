@@ -97,4 +97,6 @@
 // its updates state gets what it missed while it was down; supergroups are
 // served by updates.getChannelDifference. A bot whose saved state is ahead
 // of the fake (the fake restarted) is moved to the fake's state.
+// DisconnectBot cuts the bot's connection; Server.WaitConnected waits for
+// a (new) bot connection whose updates manager asked for the state.
 package faketg

@@ -850,6 +850,18 @@ func TestRestartCatchesUp(t *testing.T) {
 	if diffs := s.Log().Method("updates.getDifference"); len(diffs) < 2 {
 		t.Fatalf("getDifference calls: %d", len(diffs))
 	}
+
+	// A cut connection: a message sent while gotd reconnects is lost
+	// until the next one shows the pts gap; getDifference then brings it.
+	seq := s.Seq()
+	s.DisconnectBot()
+	send(t, ctx, alice, alice.Private(), "four")
+	if _, err := s.WaitEvent(ctx, seq, func(e faketg.Event) bool { return e.Method == "users.getUsers" }); err != nil {
+		t.Fatal(err)
+	}
+	send(t, ctx, alice, alice.Private(), "five")
+	b2.mustUpdate(ctx, newMessageWith("five"))
+	b2.mustUpdate(ctx, newMessageWith("four"))
 }
 
 func TestEntitiesAndShortUpdates(t *testing.T) {

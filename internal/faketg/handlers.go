@@ -58,7 +58,10 @@ func (s *Server) serve(srv *tgtest.Server, req *tgtest.Request) error {
 	authorized := s.authorized[req.Session.AuthKey.ID]
 	if authorized {
 		if !s.hasSession || s.session.ID != req.Session.ID {
+			// A new connection (a restarted bot, or a reconnect): it gets
+			// pushes once its updates manager asked for the state.
 			s.lg.Debug("Bot session", zap.Int64("session_id", req.Session.ID))
+			s.connected = false
 		}
 		s.session = req.Session
 		s.hasSession = true

@@ -288,8 +288,25 @@ func (s *Server) Connected() bool {
 	return s.hasSession && s.connected
 }
 
-// WaitConnected waits until the bot is logged in and has called
-// updates.getState or updates.getDifference, so pushed updates reach it.
+// DisconnectBot closes the bot's current connection, as a network failure
+// would. gotd reconnects by itself (and calls users.getUsers); updates
+// pushed meanwhile reach it through updates.getDifference once the next
+// update shows it the pts gap. WaitConnected waits for that
+// getDifference, so after a reconnect wait for the bot's reaction instead.
+func (s *Server) DisconnectBot() {
+	s.mu.Lock()
+	sess, ok := s.session, s.hasSession
+	s.connected = false
+	s.mu.Unlock()
+	if ok {
+		s.srv.ForceDisconnect(sess)
+	}
+}
+
+// WaitConnected waits until the bot is logged in and its current
+// connection has called updates.getState or updates.getDifference, so
+// pushed updates reach it. After a restart of the bot it waits for the new
+// connection.
 func (s *Server) WaitConnected(ctx context.Context) error {
 	for {
 		s.mu.Lock()
