@@ -450,3 +450,50 @@ func TestKillAsReply(t *testing.T) {
 	}
 	e.finalEdit(pv.Seq, pv.MsgID)
 }
+
+func TestQueuedJobHeaderAndStopBeforeRun(t *testing.T) {
+	e := newEnv(t, envOptions{workers: 1})
+	since := e.srv.Seq()
+	busy := e.send(e.admin, e.group, ".a sleep 30")
+	queued := e.send(e.admin, e.group, ".a echo never")
+	pv := e.preview(since, e.group, queued.ID)
+	if !strings.HasPrefix(pv.Text, "⏳ #2 waiting for a free shell\n\n") {
+		t.Errorf("queued preview = %q", pv.Text)
+	}
+	k := e.send(e.admin, e.group, ".k 2")
+	if ev := e.wait(since, "stop", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #2…" {
+		t.Errorf(".k 2 = %q", ev.Text)
+	}
+	if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "⏹ Stopped before it ran." {
+		t.Errorf("dropped final = %q", fin.Text)
+	}
+	bp := e.preview(since, e.group, busy.ID)
+	e.send(e.admin, e.group, ".k 1")
+	e.finalEdit(bp.Seq, bp.MsgID)
+}
+
+func TestForumTopic(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	forum := e.srv.NewForum("dev")
+	topic, err := forum.NewTopic(e.ctx, "builds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := e.srv.Seq()
+	m, err := e.admin.In(forum).Topic(topic.ID).Text(e.ctx, ".a echo in topic; sleep 2.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := e.preview(since, forum, m.ID)
+	if pv.TopMsgID != topic.ID {
+		t.Errorf("preview topic = %d, want %d", pv.TopMsgID, topic.ID)
+	}
+	if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "in topic" {
+		t.Errorf("final = %q", fin.Text)
+	}
+	// In a topic, a .k that is no real reply is a bare .k.
+	k, _ := e.admin.In(forum).Topic(topic.ID).Text(e.ctx, ".k")
+	if ev := e.wait(since, ".k", sendTo(forum, k.ID)); ev.Text != "No running command here." {
+		t.Errorf(".k in topic = %q", ev.Text)
+	}
+}
