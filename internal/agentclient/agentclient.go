@@ -1,0 +1,270 @@
+package agentclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// stderrBytes is how much of the agent's stderr an error quotes; the
+// agent writes one line.
+const stderrBytes = 4 << 10
+
+// Options configure a Client.
+type Options struct {
+	// Container is the worker container that runs the agent. Defaults to
+	// none named, which the API server takes as the pod's only container.
+	Container string
+}
+
+// Client is agentapi.Client over pod exec.
+type Client struct {
+	config    *rest.Config
+	rest      rest.Interface
+	container string
+	// executor makes the exec's transport; a field so that tests can
+	// replace it.
+	executor func(u *url.URL) (remotecommand.Executor, error)
+}
+
+var _ agentapi.Client = (*Client)(nil)
+
+// New returns a Client that reaches the API server of config.
+func New(config *rest.Config, opts Options) (*Client, error) {
+	core, err := corev1client.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("agent client: %w", err)
+	}
+	c := &Client{config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container}
+	c.executor = c.newExecutor
+	return c, nil
+}
+
+// newExecutor is WebSocket first, SPDY when the upgrade fails, as kubectl
+// exec does.
+func (c *Client) newExecutor(u *url.URL) (remotecommand.Executor, error) {
+	spdy, err := remotecommand.NewSPDYExecutor(c.config, "POST", u)
+	if err != nil {
+		return nil, err
+	}
+	// WebSocket needs GET (RFC 6455 4.1).
+	ws, err := remotecommand.NewWebSocketExecutor(c.config, "GET", u.String())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+}
+
+// argv is the agent's command line for subcommand sub.
+func argv(sub string, args ...string) []string {
+	out := []string{agentapi.AgentPath, sub, agentapi.FlagProtocol + "=" + strconv.Itoa(agentapi.ProtocolVersion)}
+	return append(out, args...)
+}
+
+func flag(name, value string) string { return name + "=" + value }
+
+// execURL is the exec request for command in pod.
+func (c *Client) execURL(pod types.NamespacedName, command []string, stdin bool) *url.URL {
+	return c.rest.Post().
+		Namespace(pod.Namespace).
+		Resource("pods").
+		Name(pod.Name).
+		SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: c.container,
+			Command:   command,
+			Stdin:     stdin,
+			Stdout:    true,
+			Stderr:    true,
+		}, scheme.ParameterCodec).
+		URL()
+}
+
+// exec runs the agent with command in pod, stdin feeding it (nil for
+// none) and stdout taking its answer.
+func (c *Client) exec(ctx context.Context, pod types.NamespacedName, command []string, stdin io.Reader, stdout io.Writer) error {
+	ex, err := c.executor(c.execURL(pod, command, stdin != nil))
+	if err != nil {
+		return fmt.Errorf("agent %s in pod %s: %w", command[1], pod, err)
+	}
+	stderr := &capped{max: stderrBytes}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	return execError(ctx, pod, command[1], err, stderr.String())
+}
+
+// execError names the pod and the subcommand, and turns the agent's exit
+// code into agentapi's errors.
+func execError(ctx context.Context, pod types.NamespacedName, sub string, err error, stderr string) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("agent %s in pod %s: %w", sub, pod, ctx.Err())
+	}
+	msg := strings.TrimSpace(stderr)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = msg[i+1:]
+	}
+	var exit utilexec.ExitError
+	if errors.As(err, &exit) {
+		if msg == "" {
+			msg = err.Error()
+		}
+		if known := agentapi.ExitError(exit.ExitStatus()); known != nil {
+			return fmt.Errorf("agent %s in pod %s: %s: %w", sub, pod, msg, known)
+		}
+		return fmt.Errorf("agent %s in pod %s: exit %d: %s", sub, pod, exit.ExitStatus(), msg)
+	}
+	if msg != "" {
+		return fmt.Errorf("agent %s in pod %s: %w (%s)", sub, pod, err, msg)
+	}
+	return fmt.Errorf("agent %s in pod %s: %w", sub, pod, err)
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.b.Len(); room > 0 {
+		c.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string { return c.b.String() }
+
+// Start implements agentapi.Client.
+func (c *Client) Start(ctx context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
+	var resp agentapi.StartResponse
+	body, err := json.Marshal(req)
+	if err != nil {
+		return resp, err
+	}
+	var out bytes.Buffer
+	if err := c.exec(ctx, pod, argv(agentapi.CmdStart), bytes.NewReader(body), &out); err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		return resp, fmt.Errorf("agent start in pod %s: answer %q: %w", pod, out.Bytes(), err)
+	}
+	return resp, nil
+}
+
+// Signal implements agentapi.Client.
+func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+	var resp agentapi.SignalResponse
+	var out bytes.Buffer
+	cmd := argv(agentapi.CmdSignal, flag(agentapi.FlagJob, job), flag(agentapi.FlagSignal, string(sig)))
+	if err := c.exec(ctx, pod, cmd, nil, &out); err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		return resp, fmt.Errorf("agent signal in pod %s: answer %q: %w", pod, out.Bytes(), err)
+	}
+	return resp, nil
+}
+
+// stream execs a long-lived subcommand whose stdout read consumes. Its
+// stdin stays open until the stream ends, so that the agent's subcommand,
+// run with --watch-stdin, ends with the exec.
+func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command []string, read func(io.Reader) error) (streamErr, readErr error) {
+	stdinR, stdinW := io.Pipe()
+	defer stdinW.Close()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := read(outR)
+		// A reader that stops early makes the exec's writes fail, so that
+		// the exec ends too.
+		outR.CloseWithError(errors.Join(err, errReaderDone))
+		done <- err
+	}()
+	streamErr = c.exec(ctx, pod, command, stdinR, outW)
+	outW.CloseWithError(io.EOF)
+	return streamErr, <-done
+}
+
+var errReaderDone = errors.New("reader done")
+
+// Events implements agentapi.Client. It always returns an error: ctx's, or
+// why the stream ended.
+func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
+	cmd := argv(agentapi.CmdEvents, agentapi.FlagWatchStdin)
+	streamErr, readErr := c.stream(ctx, pod, cmd, func(r io.Reader) error { return decodeEvents(r, handle) })
+	if streamErr != nil {
+		return streamErr
+	}
+	if readErr != nil && !errors.Is(readErr, io.EOF) {
+		return fmt.Errorf("agent events in pod %s: %w", pod, readErr)
+	}
+	return fmt.Errorf("agent events in pod %s: stream ended: %w", pod, io.ErrUnexpectedEOF)
+}
+
+// decodeEvents reads Event JSON lines until r ends.
+func decodeEvents(r io.Reader, handle func(agentapi.Event)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e agentapi.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return fmt.Errorf("event %q: %w", sc.Bytes(), err)
+		}
+		handle(e)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+// Follow implements agentapi.Client.
+func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
+		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
+	reached := offset
+	streamErr, readErr := c.stream(ctx, pod, cmd, func(r io.Reader) error {
+		var err error
+		reached, err = agentapi.ReadFollow(r, offset, w)
+		return err
+	})
+	switch {
+	case readErr == nil:
+		return reached, nil // the e frame came: the job ended
+	case streamErr != nil:
+		return reached, streamErr
+	}
+	return reached, fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, readErr)
+}
+
+// PutFiles implements agentapi.Client.
+func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error {
+	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), tar, io.Discard)
+}
+
+// GetFiles implements agentapi.Client.
+func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, w)
+}
