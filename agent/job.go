@@ -255,11 +255,11 @@ func (d *Daemon) awaitOutput(j *job) {
 
 // Signal sends sig to the job's process group.
 func (d *Daemon) Signal(id string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
-	j, err := d.lookup(id)
-	if err != nil {
+	if _, err := sysSignal(sig); err != nil {
 		return agentapi.SignalResponse{}, err
 	}
-	if _, err := sysSignal(sig); err != nil {
+	j, err := d.lookup(id)
+	if err != nil {
 		return agentapi.SignalResponse{}, err
 	}
 	return d.signal(j, sig)

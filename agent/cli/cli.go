@@ -224,9 +224,15 @@ func signalCmd(e *env, args []string) error {
 	if err := needJob(*job); err != nil {
 		return err
 	}
+	s := agentapi.Signal(strings.TrimPrefix(strings.ToUpper(*sig), "SIG"))
+	switch s {
+	case agentapi.SIGINT, agentapi.SIGTERM, agentapi.SIGKILL:
+	default:
+		return usageError{fmt.Errorf("--signal %q: INT, TERM or KILL", *sig)}
+	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	resp, err := c.Signal(ctx, *job, agentapi.Signal(strings.TrimPrefix(strings.ToUpper(*sig), "SIG")))
+	resp, err := c.Signal(ctx, *job, s)
 	if err != nil {
 		return err
 	}

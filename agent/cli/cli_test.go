@@ -1,0 +1,222 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/cli"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asAgent) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// serve runs the daemon, as its own process, on a fresh spool directory.
+func serve(t *testing.T, extra ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], append([]string{"--spool-dir", dir}, extra...)...)
+	cmd.Env = append(os.Environ(), asAgent+"=1")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(ended)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for run(t, dir, "", "ping").code != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("agent not answering")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return dir
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run runs a subcommand in this process, as an exec in the pod would.
+func run(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args = append(args[:1:1], append([]string{"--spool-dir", dir}, args[1:]...)...)
+	code := cli.Main(args, strings.NewReader(stdin), &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+func TestSubcommands(t *testing.T) {
+	dir := serve(t, "--head-bytes=10", "--tail-bytes=10", "--chunk-bytes=4")
+
+	r := run(t, dir, `{"job":"j1","command":"seq 1 20"}`, "start")
+	var resp agentapi.StartResponse
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &resp) != nil || resp.PGID <= 0 {
+		t.Fatalf("start: %+v", r)
+	}
+	run(t, dir, "", "follow", "--job", "j1") // returns once the job ended
+	// 51 bytes: the first 10 and the last 10 are kept.
+	r = run(t, dir, "", "follow", "--job", "j1")
+	want := "1\n2\n3\n4\n5\n" + agentapi.GapLine(31) + "\n18\n19\n20\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("follow: %+v, want %q", r, want)
+	}
+	r = run(t, dir, "", "follow", "--job", "j1", "--offset", "45", "--framed")
+	var text bytes.Buffer
+	n, err := agentapi.ReadFollow(strings.NewReader(r.stdout), 45, &text)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, agentapi.FollowMagic) || err != nil || n != 51 || text.String() != "19\n20\n" {
+		t.Errorf("framed follow: %+v: %q, %d, %v", r, text.String(), n, err)
+	}
+	r = run(t, dir, "", "signal", "--job", "j1", "--signal", "TERM")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"groupEmpty":true}` {
+		t.Errorf("signal: %+v", r)
+	}
+
+	r = run(t, dir, `{"job":"j2","command":"trap '' INT; echo ready; exec sleep 100"}`, "start")
+	if r.code != 0 {
+		t.Fatalf("start: %+v", r)
+	}
+	waitOutput(t, dir, "j2", "ready\n")
+	r = run(t, dir, "", "stop", "--job", "j2", "--step", "100ms")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 2 || !strings.HasPrefix(lines[0], `{"signal":"INT","groupEmpty":false}`) ||
+		!strings.HasPrefix(lines[1], `{"signal":"TERM"`) {
+		t.Errorf("stop: %+v", r)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := serve(t)
+	tests := []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		msg   string
+	}{
+		{"unknown subcommand", "", []string{"frobnicate"}, agentapi.ExitUsage, "usage:"},
+		{"no job", "", []string{"signal", "--signal", "INT"}, agentapi.ExitUsage, "--job is required"},
+		{"stray argument", "", []string{"get-files", "--job", "x", "extra"}, agentapi.ExitUsage, "unexpected arguments"},
+		{"bad start request", "{", []string{"start"}, agentapi.ExitUsage, "read request"},
+		{"unknown job", "", []string{"signal", "--job", "nosuch", "--signal", "INT"}, agentapi.ExitUnknownJob, "unknown job"},
+		{"unknown follow", "", []string{"follow", "--job", "nosuch"}, agentapi.ExitUnknownJob, "unknown job"},
+		{"newer caller", "", []string{"ping", "--protocol", "2"}, agentapi.ExitProtocol, "protocol"},
+		{"bad signal", "", []string{"signal", "--job", "nosuch", "--signal", "HUP"}, agentapi.ExitUsage, "INT, TERM or KILL"},
+	}
+	for _, tc := range tests {
+		var r result
+		if tc.name == "unknown subcommand" {
+			var out, errb bytes.Buffer
+			r = result{cli.Main(tc.args, strings.NewReader(""), &out, &errb), out.String(), errb.String()}
+		} else {
+			r = run(t, dir, tc.stdin, tc.args...)
+		}
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, r.code, r.stderr, tc.code, tc.msg)
+		}
+	}
+	if r := run(t, t.TempDir(), "", "ping"); r.code != 1 || !strings.Contains(r.stderr, "reach agent") {
+		t.Errorf("ping without a daemon: %+v", r)
+	}
+	r := run(t, dir, `{"job":"s","command":"true","stateful":true,"shell":"sh"}`, "start")
+	if r.code != 1 || !strings.Contains(r.stderr, "need zsh") {
+		t.Errorf("stateful in sh: %+v", r)
+	}
+}
+
+// TestEventsEndWithStdin: an events subcommand whose exec went away (its
+// stdin closed) ends instead of lingering in the pod.
+func TestEventsEndWithStdin(t *testing.T) {
+	dir := serve(t)
+	c := agent.NewClient(agent.SocketPath(dir))
+	if _, err := c.Start(context.Background(), agentapi.StartRequest{Job: "j", Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	stdinR, stdinW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int)
+	go func() {
+		done <- cli.Main([]string{"events", "--spool-dir", dir, "--watch-stdin"}, stdinR, outW, io.Discard)
+		outW.Close()
+	}()
+	dec := json.NewDecoder(outR)
+	for {
+		var e agentapi.Event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == agentapi.EventSynced {
+			break
+		}
+	}
+	stdinW.Close()
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("events did not end when stdin closed")
+	}
+}
+
+// waitOutput follows the job until its output holds want.
+func waitOutput(t *testing.T, dir, job, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := &watch{want: want, found: cancel}
+	_, _ = agent.NewClient(agent.SocketPath(dir)).Follow(ctx, job, 0, w)
+	if !strings.Contains(w.b.String(), want) {
+		t.Fatalf("output of %s is %q, never held %q", job, w.b.String(), want)
+	}
+}
+
+type watch struct {
+	b     bytes.Buffer
+	want  string
+	found func()
+}
+
+func (w *watch) Write(p []byte) (int, error) {
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.found()
+	}
+	return len(p), nil
+}
