@@ -96,6 +96,9 @@ func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 		return d.Events(ctx, func(e agentapi.Event) error { return enc.Encode(e) }, bw.Flush)
 
 	case agentapi.CmdFollow:
+		if req.Offset < 0 {
+			return d.reply(bw, errorReply(fmt.Errorf("negative offset %d", req.Offset)))
+		}
 		j, err := d.lookup(req.Job)
 		if err != nil {
 			return d.reply(bw, errorReply(err))

@@ -288,6 +288,9 @@ func follow(e *env, args []string) error {
 	if err := needJob(*job); err != nil {
 		return err
 	}
+	if *offset < 0 {
+		return usageError{fmt.Errorf("negative --offset %d", *offset)}
+	}
 	ctx, cancel := e.context(*watch)
 	defer cancel()
 	if *framed {

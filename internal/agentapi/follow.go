@@ -20,7 +20,7 @@ import (
 const FollowMagic = "shelljob-follow 1\n"
 
 // GapLine stands for n bytes of the middle of an output that were not kept.
-// It is the line the in-memory caps put there too (bot/outbuf).
+// It is the line internal/liveoutput puts there too.
 func GapLine(n int64) string { return fmt.Sprintf("\n[… %d bytes not kept …]\n", n) }
 
 // AfterStopLine stands for the n bytes written after a stop beyond what was

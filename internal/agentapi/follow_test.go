@@ -1,0 +1,88 @@
+package agentapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestFollowFramesRoundTrip(t *testing.T) {
+	var wire bytes.Buffer
+	fw := NewFrameWriter(&wire)
+	_ = fw.Data([]byte("head\n"))
+	_ = fw.Gap(1000)
+	_ = fw.Data([]byte("tail"))
+	_ = fw.Data(nil)
+	_ = fw.AfterStop(7)
+	_ = fw.End(100 + 5 + 1000 + 4 + 7)
+
+	want := FollowMagic + "d 5\nhead\ng 1000\nd 4\ntaild 0\ns 7\ne 1116\n"
+	if wire.String() != want {
+		t.Fatalf("wire %q, want %q", wire.String(), want)
+	}
+	var text bytes.Buffer
+	n, err := ReadFollow(&wire, 100, &text)
+	if err != nil || n != 1116 {
+		t.Fatalf("read: %d, %v", n, err)
+	}
+	if got := text.String(); got != "head\n"+GapLine(1000)+"tail"+AfterStopLine(7) {
+		t.Errorf("text %q", got)
+	}
+}
+
+func TestReadFollowErrors(t *testing.T) {
+	tests := map[string]struct {
+		wire   string
+		offset int64
+		is     error
+	}{
+		"empty":         {"", 0, io.ErrUnexpectedEOF},
+		"cut in magic":  {FollowMagic[:5], 0, io.ErrUnexpectedEOF},
+		"no end":        {FollowMagic + "d 2\nab", 2, io.ErrUnexpectedEOF},
+		"cut in data":   {FollowMagic + "d 5\nab", 2, io.ErrUnexpectedEOF},
+		"other stream":  {"HTTP/1.1 500 Internal Server Error\n", 0, ErrProtocol},
+		"bad kind":      {FollowMagic + "x 1\n", 0, ErrProtocol},
+		"bad number":    {FollowMagic + "d -1\n", 0, ErrProtocol},
+		"short header":  {FollowMagic + "d\n", 0, ErrProtocol},
+		"wrong end":     {FollowMagic + "d 1\na" + "e 5\n", 1, ErrProtocol},
+		"text not data": {FollowMagic + "d 1x\n", 0, ErrProtocol},
+	}
+	for name, tc := range tests {
+		n, err := ReadFollow(strings.NewReader(tc.wire), 0, io.Discard)
+		if !errors.Is(err, tc.is) {
+			t.Errorf("%s: %v, want %v", name, err, tc.is)
+		}
+		if n != tc.offset {
+			t.Errorf("%s: offset %d, want %d", name, n, tc.offset)
+		}
+	}
+}
+
+func TestExitErrors(t *testing.T) {
+	for code, want := range map[int]error{
+		ExitUnknownJob: ErrUnknownJob, ExitBusy: ErrBusy, ExitStarted: ErrStarted, ExitProtocol: ErrProtocol,
+		0: nil, 1: nil, ExitUsage: nil, 137: nil,
+	} {
+		if got := ExitError(code); got != want {
+			t.Errorf("ExitError(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
+
+func FuzzReadFollow(f *testing.F) {
+	f.Add([]byte(FollowMagic + "d 5\nhello" + "g 3\n" + "s 2\n" + "e 10\n"))
+	f.Add([]byte(FollowMagic + "d 99999999999\nx"))
+	f.Add([]byte(FollowMagic))
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		var out bytes.Buffer
+		n, err := ReadFollow(bytes.NewReader(wire), 0, &out)
+		if n < 0 {
+			t.Fatalf("offset %d", n)
+		}
+		if err == nil && !bytes.HasPrefix(wire, []byte(FollowMagic)) {
+			t.Fatal("accepted a stream without the magic")
+		}
+	})
+}
