@@ -193,8 +193,7 @@ func run(ctx context.Context, c config, in io.Reader, out io.Writer) error {
 				return err
 			}
 			if c.exitOnEOF {
-				// Let the printer catch up with the last calls.
-				time.Sleep(200 * time.Millisecond)
+				ch.catchUp(ctx)
 				return nil
 			}
 			<-ctx.Done()
@@ -238,6 +237,9 @@ type chat struct {
 	topic   *faketg.Topic
 	outside *faketg.Chat
 	mark    int // the log's length at the user's last action
+
+	printed   int           // events printed so far; guarded by mu
+	printedCh chan struct{} // closed and replaced when printed grows
 }
 
 func newChat(s *faketg.Server, c config, out io.Writer) *chat {
@@ -247,7 +249,7 @@ func newChat(s *faketg.Server, c config, out io.Writer) *chat {
 			tty = true
 		}
 	}
-	return &chat{s: s, cfg: c, out: out, tty: tty}
+	return &chat{s: s, cfg: c, out: out, tty: tty, printedCh: make(chan struct{})}
 }
 
 func (c *chat) setup() error {
@@ -308,6 +310,8 @@ func (c *chat) command(ctx context.Context, line string) error {
 	if strings.TrimSpace(line) == "" {
 		return nil
 	}
+	c.catchUp(ctx)
+	defer c.catchUp(ctx)
 	if !strings.HasPrefix(line, "/") || strings.HasPrefix(line, "//") {
 		c.mark = c.s.Seq()
 		return c.send(ctx, c.me.In(c.cur), strings.TrimPrefix(line, "/"))
@@ -621,6 +625,32 @@ func (c *chat) follow(ctx context.Context) {
 			c.print(e)
 		}
 		seq = len(l)
+		c.mu.Lock()
+		c.printed = seq
+		close(c.printedCh)
+		c.printedCh = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// catchUp waits (briefly) until the printer has printed every call so far,
+// so that a command's output comes after what the bot did before it.
+func (c *chat) catchUp(ctx context.Context) {
+	target := c.s.Seq()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		done, ch := c.printed >= target, c.printedCh
+		c.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ func (u *User) Guest(ctx context.Context, chat *Chat, text string, refs ...Messa
 		}
 		upd.SetReferenceMessages(rm)
 	}
-	s.qtsLog = append(s.qtsLog, qtsEntry{qts: s.qts, update: upd})
+	s.qtsLog = append(s.qtsLog, qtsEntry{qts: s.qts, update: cloneUpdate(upd)})
 	out := s.updatesLocked(upd)
 	q := &GuestQuery{ID: qid, Message: m.clone(), s: s}
 	s.mu.Unlock()

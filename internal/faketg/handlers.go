@@ -475,7 +475,7 @@ func (s *Server) sentResultLocked(m *Message, upd tg.UpdateClass, randomID int64
 		u := upd.(*tg.UpdateNewMessage)
 		res := &tg.UpdateShortSentMessage{Out: true, ID: m.ID, Pts: u.Pts, PtsCount: u.PtsCount, Date: int(m.Date.Unix())}
 		if len(m.Entities) > 0 {
-			res.SetEntities(m.Entities)
+			res.SetEntities(cloneEntities(m.Entities))
 		}
 		return res
 	}

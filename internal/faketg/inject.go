@@ -392,7 +392,7 @@ func shortMessage(m *Message, upd tg.UpdateClass) *tg.UpdateShortMessage {
 		v.SetReplyTo(&tg.MessageReplyHeader{ReplyToMsgID: m.ReplyTo})
 	}
 	if len(m.Entities) > 0 {
-		v.SetEntities(m.Entities)
+		v.SetEntities(cloneEntities(m.Entities))
 	}
 	return v
 }

@@ -1,6 +1,9 @@
 package faketg
 
 import (
+	"fmt"
+
+	"github.com/gotd/td/bin"
 	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgerr"
 )
@@ -156,15 +159,30 @@ func (s *Server) addMessageLocked(m *Message) tg.UpdateClass {
 }
 
 // addUpdateLocked records a pts update of chat's box with the next pts.
+// The history keeps a copy: encoding a tg object writes its flags, so the
+// returned update (which the caller sends) must not be shared.
 func (s *Server) addUpdateLocked(c *Chat, mk func(pts int) tg.UpdateClass) tg.UpdateClass {
 	if c.Channel() {
 		c.pts++
 		u := mk(c.pts)
-		c.history = append(c.history, ptsEntry{pts: c.pts, update: u})
+		c.history = append(c.history, ptsEntry{pts: c.pts, update: cloneUpdate(u)})
 		return u
 	}
 	s.pts++
 	u := mk(s.pts)
-	s.history = append(s.history, ptsEntry{pts: s.pts, update: u})
+	s.history = append(s.history, ptsEntry{pts: s.pts, update: cloneUpdate(u)})
 	return u
+}
+
+// cloneUpdate deep-copies an update through its TL encoding.
+func cloneUpdate(u tg.UpdateClass) tg.UpdateClass {
+	var b bin.Buffer
+	if err := u.Encode(&b); err != nil {
+		panic(fmt.Sprintf("faketg: encode %T: %v", u, err))
+	}
+	c, err := tg.DecodeUpdate(&b)
+	if err != nil {
+		panic(fmt.Sprintf("faketg: decode %T: %v", u, err))
+	}
+	return c
 }

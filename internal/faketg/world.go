@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gotd/td/bin"
 	"github.com/gotd/td/tg"
 )
 
@@ -290,7 +291,7 @@ func (m *Message) tg() *tg.Message {
 		v.SetReplyTo(h)
 	}
 	if len(m.Entities) > 0 {
-		v.SetEntities(m.Entities)
+		v.SetEntities(cloneEntities(m.Entities))
 	}
 	if len(m.Buttons) > 0 {
 		v.SetReplyMarkup(buttonsToMarkup(m.Buttons))
@@ -393,4 +394,22 @@ type ptsEntry struct {
 type qtsEntry struct {
 	qts    int
 	update tg.UpdateClass
+}
+
+// cloneEntities deep-copies entities: encoding a tg object writes its
+// flags, so objects sent to the bot must not be shared with the state.
+func cloneEntities(es []tg.MessageEntityClass) []tg.MessageEntityClass {
+	out := make([]tg.MessageEntityClass, 0, len(es))
+	for _, e := range es {
+		var b bin.Buffer
+		if err := e.Encode(&b); err != nil {
+			panic(fmt.Sprintf("faketg: encode %T: %v", e, err))
+		}
+		c, err := tg.DecodeMessageEntity(&b)
+		if err != nil {
+			panic(fmt.Sprintf("faketg: decode %T: %v", e, err))
+		}
+		out = append(out, c)
+	}
+	return out
 }
