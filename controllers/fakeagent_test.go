@@ -21,9 +21,10 @@ import (
 // is no kubelet in envtest, so no agent either. Commands act out a script
 // read from their text:
 //   - "exit N" exits N at once;
-//   - a command with "sleep" runs until signalled: SIGINT ends it with
-//     130, unless it has "trap '' INT"; SIGTERM with 143, unless it has
-//     "trap '' INT TERM"; SIGKILL with 137;
+//   - a command with "sleep" runs until signalled: SIGINT ends it with 130,
+//     SIGTERM with 143, SIGKILL with 137, except that a command that traps
+//     INT to nothing ignores SIGINT, and one that traps INT and TERM to
+//     nothing ignores both (see ignoresINT and ignoresTERM);
 //   - any other command exits 0 at once.
 //
 // Tests can also end a job with exit, break a pod's streams, and make
@@ -61,6 +62,12 @@ type fakeJob struct {
 }
 
 var exitCmd = regexp.MustCompile(`^exit (\d+)$`)
+
+// What a command holds to ignore signals, in the fake's script.
+const (
+	ignoresINT  = "trap '' INT"
+	ignoresTERM = "trap '' INT TERM"
+)
 
 func newFakeAgent() *fakeAgent {
 	return &fakeAgent{pods: map[types.NamespacedName]*fakePod{}, pgid: 100}
@@ -164,8 +171,8 @@ func (a *fakeAgent) Signal(_ context.Context, pod types.NamespacedName, job stri
 		return agentapi.SignalResponse{GroupEmpty: true}, nil
 	}
 	code := map[agentapi.Signal]int{agentapi.SIGINT: 130, agentapi.SIGTERM: 143, agentapi.SIGKILL: 137}[sig]
-	ignored := sig == agentapi.SIGINT && strings.Contains(j.req.Command, "trap '' INT") ||
-		sig == agentapi.SIGTERM && strings.Contains(j.req.Command, "trap '' INT TERM")
+	ignored := sig == agentapi.SIGINT && strings.Contains(j.req.Command, ignoresINT) ||
+		sig == agentapi.SIGTERM && strings.Contains(j.req.Command, ignoresTERM)
 	a.mu.Unlock()
 	if ignored {
 		return agentapi.SignalResponse{}, nil

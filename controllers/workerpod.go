@@ -22,8 +22,8 @@ const (
 	// DefaultShell runs the commands of pools that name none.
 	DefaultShell = "zsh"
 
-	// workerContainer is the name of the agent's container.
-	workerContainer = "agent"
+	// WorkerContainer is the name of the agent's container in worker pods.
+	WorkerContainer = "agent"
 	// spoolVolume is the emptyDir mounted at agentapi.SpoolDir.
 	spoolVolume = "spool"
 	// workerTerminationGrace is short: the operator deletes a worker only
@@ -31,19 +31,14 @@ const (
 	workerTerminationGrace = 5
 )
 
-// ReadinessProbe is the command of a worker's readiness probe: it succeeds
-// only when the agent's daemon answers. It asks the daemon to signal a job
-// that cannot exist (job names are UIDs), which only a live daemon answers,
-// with "unknown job" (agentapi.ExitUnknownJob); any other outcome, a
-// daemon that is not up among them, fails the probe.
-var ReadinessProbe = []string{"/bin/sh", "-c", fmt.Sprintf("%s %s %s shelljob-readiness %s INT; test $? -eq %d",
-	agentapi.AgentPath, agentapi.CmdSignal, agentapi.FlagJob, agentapi.FlagSignal, agentapi.ExitUnknownJob)}
+// ReadinessProbe is the command of a worker's readiness probe: the agent's
+// ping, which succeeds only once its daemon answers.
+var ReadinessProbe = []string{agentapi.AgentPath, agentapi.CmdPing}
 
-// Environment of the agent in each worker pod.
+// Environment of the agent in each worker pod, beside agentapi.ShellEnv.
 const (
 	EnvPool   = "SHELLJOB_POOL"
 	EnvWorker = "SHELLJOB_WORKER"
-	EnvShell  = "SHELLJOB_SHELL"
 )
 
 // workerTemplate is what makes a revision: everything of the pool that
@@ -144,14 +139,14 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 			NodeSelector:                  t.Template.NodeSelector,
 			Tolerations:                   t.Template.Tolerations,
 			Containers: []corev1.Container{{
-				Name:            workerContainer,
+				Name:            WorkerContainer,
 				Image:           t.Image,
 				ImagePullPolicy: t.ImagePullPolicy,
 				Command:         []string{agentapi.AgentPath},
 				Env: []corev1.EnvVar{
 					{Name: EnvPool, Value: pool.Name},
 					{Name: EnvWorker, Value: strconv.Itoa(int(index))},
-					{Name: EnvShell, Value: t.Shell},
+					{Name: agentapi.ShellEnv, Value: t.Shell},
 				},
 				Resources: t.Resources,
 				ReadinessProbe: &corev1.Probe{

@@ -1,0 +1,14 @@
+package main
+
+import (
+	"k8s.io/client-go/rest"
+
+	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/agentclient"
+)
+
+// newAgentClient reaches the workers' agents by pod exec.
+func newAgentClient(cfg *rest.Config) (agentapi.Client, error) {
+	return agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer})
+}
