@@ -784,7 +784,13 @@ func TestGuestQuery(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = b.api.MessagesEditInlineBotMessage(ctx, &tg.MessagesEditInlineBotMessageRequest{ID: id, Message: "done"})
+		// Edit through the DC the ID names, as production code does.
+		dc, err := b.client.DC(ctx, id.(*tg.InputBotInlineMessageID64).DCID, 1)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = dc.Close() }()
+		_, err = tg.NewClient(dc).MessagesEditInlineBotMessage(ctx, &tg.MessagesEditInlineBotMessageRequest{ID: id, Message: "done"})
 		return err
 	})
 	b.start(s)
@@ -813,6 +819,9 @@ func TestGuestQuery(t *testing.T) {
 	}
 	if m, _ := s.GuestAnswer(q.ID); m.Text != "done" || m.Edits != 1 {
 		t.Fatalf("guest answer: %+v", m)
+	}
+	if len(s.Log().Method("auth.importAuthorization").OK()) != 1 {
+		t.Fatal("the edit did not go through a transferred connection")
 	}
 	// Nothing in the chat the bot is not in reached it as a message.
 	if n := b.countUpdates(newMessageWith("some context")); n != 0 {

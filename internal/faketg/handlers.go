@@ -1,6 +1,7 @@
 package faketg
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -56,7 +57,9 @@ func (s *Server) serve(srv *tgtest.Server, req *tgtest.Request) error {
 	name := methodName(id)
 	s.mu.Lock()
 	authorized := s.authorized[req.Session.AuthKey.ID]
-	if authorized {
+	// Updates go to the newest connection of the key that logged in, not
+	// to connections made by auth transfer (telegram.Client.DC).
+	if authorized && req.Session.AuthKey.ID == s.mainKey {
 		if !s.hasSession || s.session.ID != req.Session.ID {
 			// A new connection (a restarted bot, or a reconnect): it gets
 			// pushes once its updates manager asked for the state.
@@ -144,6 +147,8 @@ func (s *Server) register() {
 		s.mu.Unlock()
 		return srv.SendResult(req, &tg.AuthLoggedOut{})
 	})
+	handle(s, tg.AuthExportAuthorizationRequestTypeID, s.exportAuthorization)
+	handle(s, tg.AuthImportAuthorizationRequestTypeID, s.importAuthorization)
 	handle(s, tg.UsersGetUsersRequestTypeID, s.getUsers)
 	handle(s, tg.UpdatesGetStateRequestTypeID, s.getState)
 	handle(s, tg.UpdatesGetDifferenceRequestTypeID, s.getDifference)
@@ -181,8 +186,37 @@ func (s *Server) importBotAuthorization(srv *tgtest.Server, req *tgtest.Request,
 		return ev.Err
 	}
 	s.authorized[req.Session.AuthKey.ID] = true
+	s.mainKey = req.Session.AuthKey.ID
 	s.session, s.hasSession = req.Session, true
+	s.connected = false
 	s.recordLocked(ev)
+	return srv.SendResult(req, &tg.AuthAuthorization{User: s.botUser()})
+}
+
+// exportAuthorization and importAuthorization serve gotd's auth transfer
+// (telegram.Client.DC), which makes a second authorized connection.
+func (s *Server) exportAuthorization(srv *tgtest.Server, req *tgtest.Request, r *tg.AuthExportAuthorizationRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.call("auth.exportAuthorization", r)
+	if !s.authorized[req.Session.AuthKey.ID] {
+		return tgerr.New(401, "AUTH_KEY_UNREGISTERED")
+	}
+	s.nextQueryID++
+	token := []byte(fmt.Sprintf("export-%d", s.nextQueryID))
+	s.exported[string(token)] = true
+	return srv.SendResult(req, &tg.AuthExportedAuthorization{ID: s.opts.Bot.ID, Bytes: token})
+}
+
+func (s *Server) importAuthorization(srv *tgtest.Server, req *tgtest.Request, r *tg.AuthImportAuthorizationRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.call("auth.importAuthorization", r)
+	if r.ID != s.opts.Bot.ID || !s.exported[string(r.Bytes)] {
+		return tgerr.New(400, "AUTH_BYTES_INVALID")
+	}
+	delete(s.exported, string(r.Bytes))
+	s.authorized[req.Session.AuthKey.ID] = true
 	return srv.SendResult(req, &tg.AuthAuthorization{User: s.botUser()})
 }
 

@@ -52,6 +52,8 @@ type Server struct {
 	log     Log
 
 	authorized map[[8]byte]bool
+	exported   map[string]bool // auth.exportAuthorization tokens
+	mainKey    [8]byte         // the auth key that logged in last
 	session    tgtest.Session
 	hasSession bool
 	connected  bool
@@ -109,6 +111,7 @@ func New(opts Options) (*Server, error) {
 		uploads:    map[int64]map[int][]byte{},
 		changed:    make(chan struct{}),
 		authorized: map[[8]byte]bool{},
+		exported:   map[string]bool{},
 		users:      map[int64]*User{},
 		chats:      map[chatKey]*Chat{},
 		nextUserID: 1000001,
