@@ -20,9 +20,6 @@ SPOOL_DIR=/var/lib/shelljob   # the agent's default spool (internal/agentapi), w
 LABEL=dev.shelljob.inputs
 out="${SHELLJOB_CACHE}/images"
 
-worker_key="${DEBIAN_SUITE}-$(recipe_hash "${BASH_SOURCE[0]}")"
-worker_base="${WORKER_IMAGE}-base:${worker_key}"
-
 # go_binary NAME PKG: builds ./cmd/PKG into the cache; fails when it is no main package or does not compile.
 # (It checks every command itself: it is called where errexit does not apply.)
 go_binary() {
@@ -125,6 +122,11 @@ worker_image() {
   fi
   echo "${image}"
 }
+
+# The worker base is keyed by its own recipe only, so that edits elsewhere in
+# this file don't redo the debootstrap.
+worker_key="${DEBIAN_SUITE}-$(recipe_hash <(declare -f debootstrap_worker; echo "${WORKER_PACKAGES[*]} ${WORKER_UID} ${SPOOL_DIR}"))"
+worker_base="${WORKER_IMAGE}-base:${worker_key}"
 
 # --worker-base: build (if needed) and print the worker base image only.
 if [[ "${1:-}" == --worker-base ]]; then

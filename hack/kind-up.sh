@@ -45,26 +45,63 @@ nodes:
 YAML
 }
 
-ensure_cluster() {
+# answers: the API server of a running node answers within 60 s (a node
+# container that the engine restarts after a reboot needs a moment).
+answers() {
+  local i
+  "${KIND}" export kubeconfig --name "${KIND_CLUSTER}" >/dev/null 2>&1 || return 1
+  for i in $(seq 1 30); do
+    kubectl get --raw /readyz >/dev/null 2>&1 && return 0
+    sleep 2
+  done
+  return 1
+}
+
+create_cluster() {
   if "${KIND}" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
-    local state image
-    state="$(docker inspect -f '{{.State.Status}}' "${node_container}" 2>/dev/null || echo missing)"
-    image="$(docker inspect -f '{{.Config.Image}}' "${node_container}" 2>/dev/null || true)"
-    if [[ "${state}" == running && "${image}" == "${node_image}" ]] &&
-      "${KIND}" export kubeconfig --name "${KIND_CLUSTER}" >/dev/null 2>&1 &&
-      kubectl get --raw /readyz >/dev/null 2>&1; then
-      log "cluster ${KIND_CLUSTER} exists and answers: keeping it"
-      return 0
-    fi
-    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}): recreating it"
     "${KIND}" delete cluster --name "${KIND_CLUSTER}"
   fi
   "${KIND}" create cluster --name "${KIND_CLUSTER}" --image "${node_image}" --config <(cluster_config)
   prune_other_tags "${node_image%%:*}" "${node_image##*:}"
 }
 
-wait_node() { kubectl wait --for=condition=Ready node --all --timeout=300s >&2; }
-wait_coredns() { kubectl -n kube-system rollout status deployment/coredns --timeout=300s >&2; }
+# ensure_cluster: keeps a cluster that runs from the current node image and
+# answers (reused=1), and (re)creates any other.
+ensure_cluster() {
+  reused=0
+  if "${KIND}" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
+    local state image
+    state="$(docker inspect -f '{{.State.Status}}' "${node_container}" 2>/dev/null || echo missing)"
+    image="$(docker inspect -f '{{.Config.Image}}' "${node_container}" 2>/dev/null || true)"
+    if [[ "${state}" == running && "${image}" == "${node_image}" ]] && answers; then
+      log "cluster ${KIND_CLUSTER} exists and answers: keeping it"
+      reused=1
+      return 0
+    fi
+    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}): recreating it"
+  fi
+  create_cluster
+}
+
+wait_node() { kubectl wait --for=condition=Ready node --all --timeout="$1" >&2; }
+wait_coredns() { kubectl -n kube-system rollout status deployment/coredns --timeout="$1" >&2; }
+
+# wait_ready: the node and CoreDNS. A kept cluster gets a shorter wait, and is
+# recreated if it does not get there.
+wait_ready() {
+  local t=300s
+  [[ ${reused} -eq 0 ]] || t=60s
+  if step "node Ready" wait_node "${t}" && step "CoreDNS ready" wait_coredns "${t}"; then
+    return 0
+  fi
+  [[ ${reused} -eq 1 ]] || die "cluster ${KIND_CLUSTER} did not get ready"
+  log "the kept cluster did not get ready: recreating it"
+  reused=0
+  step "kind cluster ${KIND_CLUSTER} (again)" create_cluster
+  step "node Ready" wait_node 300s
+  step "CoreDNS ready" wait_coredns 300s
+}
+
 load_images() {
   if [[ ${#images[@]} -eq 0 ]]; then
     log "no project image to load yet"
@@ -80,8 +117,7 @@ step "kubectl ${KUBE_VERSION} in ${LOCALBIN}" link_kubectl
 step "kind node image" node_image
 step "project images" project_images
 step "kind cluster ${KIND_CLUSTER}" ensure_cluster
-step "node Ready" wait_node
-step "CoreDNS ready" wait_coredns
+wait_ready
 step "load images: ${images[*]:-none}" load_images
 log "✔ kind cluster ${KIND_CLUSTER} is up ($((SECONDS - start)) s); kubeconfig context: ${context}"
 echo "${context}"

@@ -36,6 +36,12 @@ step() {
   local start=$SECONDS
   log "▶ ${what}"
   "$@"
+  # Reached on failure only where errexit is off (if, ||): report and pass it on.
+  local rc=$?
+  if [[ ${rc} -ne 0 ]]; then
+    log "✘ ${what} (failed after $((SECONDS - start)) s)"
+    return "${rc}"
+  fi
   log "✔ ${what} ($((SECONDS - start)) s)"
 }
 
