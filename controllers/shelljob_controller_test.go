@@ -50,9 +50,11 @@ func TestJobSucceeds(t *testing.T) {
 	if !strings.HasPrefix(j.Status.Pod, "shell-"+j.Status.Revision+"-") {
 		t.Errorf("pod %s, revision %s", j.Status.Pod, j.Status.Revision)
 	}
-	if slices.Contains(j.Finalizers, JobFinalizer) {
-		t.Errorf("finished job keeps its finalizer: %v", j.Finalizers)
-	}
+	// The finalizer goes in a second patch, right after the status.
+	eventually(t, waitShort, "the finalizer removed", func() (bool, string) {
+		j = getJob(t, ns, "hi")
+		return !slices.Contains(j.Finalizers, JobFinalizer), fmt.Sprint(j.Finalizers)
+	})
 	waitEvents(t, ns, "hi", "Queued", "Scheduled", "Started", "Succeeded")
 }
 
