@@ -8,7 +8,6 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -250,6 +249,3 @@ func (b *Bot) HandleDraftStop(_ context.Context, user, randomID int64) {
 		j.Cancel(shellv1alpha1.StopReasonUser)
 	}
 }
-
-// errNoNumber is returned while a job has no #N yet.
-var errNoNumber = errors.New("job has no number yet")
