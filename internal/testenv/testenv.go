@@ -57,6 +57,9 @@ func Start() (*Env, error) {
 	}
 	cfg, err := e.Start()
 	if err != nil {
+		// Start leaves etcd and kube-apiserver running when a later step,
+		// such as installing the CRDs, fails.
+		_ = e.Stop()
 		return nil, fmt.Errorf("start envtest: %w", err)
 	}
 	env := &Env{env: e, Config: cfg, Scheme: scheme, BinDir: assets}
