@@ -43,7 +43,7 @@ func TestScriptWithEchoBot(t *testing.T) {
 		echoBot:     true,
 	}
 	script := strings.Join([]string{
-		"/waitbot 20s",
+		"/waitbot 3m", // the key exchange is slow under -race on a loaded machine
 		"hello",
 		"/wait ^echo: hello$ 20s",
 		"/press 2 shk:1",
@@ -64,7 +64,7 @@ func TestScriptWithEchoBot(t *testing.T) {
 		"/bogus",
 	}, "\n") + "\n"
 	var out syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := run(ctx, c, strings.NewReader(script), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
