@@ -47,6 +47,9 @@ const (
 	// shellAckTimeout bounds the wait for the persistent shell to boot or
 	// to begin a job's line; one that takes longer is stuck, and is killed.
 	shellAckTimeout = 10 * time.Second
+	// ctlDrain is how long the last lines of a shell that ended may take to
+	// come through: they are in the pipe already, only its reader may lag.
+	ctlDrain = 500 * time.Millisecond
 )
 
 // bootLine sets the persistent shell up: no prompts, no job control, no
@@ -84,9 +87,13 @@ func (s *pshell) isGone() bool {
 
 func (s *pshell) kill() { _, _ = proc.Signal(s.pid, syscall.SIGKILL) }
 
-// await waits for the control message want (with job id, unless empty).
-func (s *pshell) await(kind byte, id string) (ctlMsg, error) {
-	timeout := time.After(shellAckTimeout)
+// await waits for the control message kind of job id (empty for none),
+// for at most timeout, or as long as the shell lives when it is 0.
+func (s *pshell) await(kind byte, id string, timeout time.Duration) (ctlMsg, error) {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		expired = time.After(timeout)
+	}
 	for {
 		select {
 		case m := <-s.msgs:
@@ -94,10 +101,20 @@ func (s *pshell) await(kind byte, id string) (ctlMsg, error) {
 				return m, nil
 			}
 		case <-s.gone:
-			return ctlMsg{}, fmt.Errorf("persistent shell ended (%v)", s.status)
-		case <-timeout:
+			drained := time.After(ctlDrain)
+			for {
+				select {
+				case m := <-s.msgs:
+					if m.kind == kind && m.job == id {
+						return m, nil
+					}
+				case <-drained:
+					return ctlMsg{}, fmt.Errorf("persistent shell ended (%v)", s.status)
+				}
+			}
+		case <-expired:
 			s.kill()
-			return ctlMsg{}, fmt.Errorf("persistent shell stuck for %v; killed", shellAckTimeout)
+			return ctlMsg{}, fmt.Errorf("persistent shell stuck for %v; killed", timeout)
 		}
 	}
 }
@@ -173,7 +190,7 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 		sh.kill()
 		return nil, fmt.Errorf("boot persistent shell: %w", err)
 	}
-	if _, err := sh.await('r', ""); err != nil {
+	if _, err := sh.await('r', "", shellAckTimeout); err != nil {
 		return nil, fmt.Errorf("boot persistent shell: %w", err)
 	}
 	log.Info("persistent shell ready")
@@ -278,7 +295,7 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 	startedAt := time.Now()
 	_, err = io.WriteString(sh.stdin, line+"\n")
 	if err == nil {
-		_, err = sh.await('s', req.Job)
+		_, err = sh.await('s', req.Job, shellAckTimeout)
 	}
 	keep.Close()
 	if err != nil {
@@ -306,21 +323,11 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 	sh.job = j
 	go d.produce(j)
 	return j, func() {
-		code := -1
-	wait:
-		for {
-			select {
-			case m := <-sh.msgs:
-				if m.kind == 'd' && m.job == j.id {
-					code = m.code
-					break wait
-				}
-			case <-sh.gone:
-				code = sh.status.Code()
-				break wait
-			}
+		m, err := sh.await('d', j.id, 0)
+		if err != nil {
+			m.code = sh.status.Code() // the shell ended without a word
 		}
-		j.setExited(code)
+		j.setExited(m.code)
 		d.awaitOutput(j)
 		if err := os.Remove(fifo); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.log.Error(err, "removing a FIFO", "job", j.id)
