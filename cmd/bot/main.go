@@ -7,13 +7,15 @@
 // output (on: unset, empty, 1, true, yes, on; off: 0, false, no, off); any
 // other value stops the bot at startup.
 //
-// With -kube, the session, the updates state and the settings are kept in
-// the cluster (a Secret and two ConfigMaps in -namespace), so a restart
-// neither logs in again nor loses updates. -dc-addr and -public-key point
+// The session, the updates state and the settings are kept in the cluster
+// (a Secret and two ConfigMaps in -namespace), so a restart neither logs in
+// again nor loses updates; with -local-dir they stay in memory unless -kube. -dc-addr and -public-key point
 // the bot at a server other than Telegram's, such as cmd/faketg.
 //
-// Commands run on this machine, in -local-dir (one directory per job);
-// the bot takes the same SIGTERM path as in the cluster.
+// Commands become ShellJobs in -namespace, run by the operator on -pool;
+// the bot reads their output from the workers' agents by pod exec. With
+// -local-dir instead, commands run on this machine, one directory per job
+// (development and the demo against cmd/faketg).
 package main
 
 import (
@@ -34,14 +36,19 @@ import (
 	"github.com/gotd/td/telegram"
 	"github.com/gotd/td/telegram/dcs"
 	"github.com/gotd/td/tg"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/localcluster"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/agentclient"
 )
 
 func main() {
@@ -70,8 +77,9 @@ func run() error {
 	var (
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
 		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
-		kube      = flag.Bool("kube", false, "keep the session, updates state and settings in the cluster")
-		localDir  = flag.String("local-dir", "", "directory where commands run on this machine (required)")
+		kubeState = flag.Bool("kube", false, "with -local-dir: still keep the session, updates state and settings in the cluster (always so without -local-dir)")
+		localDir  = flag.String("local-dir", "", "run commands on this machine, in this directory, instead of the cluster")
+		container = flag.String("worker-container", "agent", "container of the worker pods that runs the agent")
 		shell     = flag.String("shell", "zsh", "shell that runs the commands")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
@@ -104,23 +112,35 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *localDir == "" {
-		return errors.New("-local-dir is required")
-	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram")}
 	var store settings.Store = &settings.MemoryStore{Log: log.WithName("settings")}
-	if *kube {
+	var cluster bot.Cluster
+	if *kubeState || *localDir == "" {
 		cfg, err := config.GetConfig()
 		if err != nil {
 			return err
 		}
-		c, err := client.New(cfg, client.Options{})
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return err
+		}
+		if err := shellv1alpha1.AddToScheme(scheme); err != nil {
+			return err
+		}
+		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		if err != nil {
 			return err
+		}
+		if *localDir == "" {
+			agent, err := agentclient.New(cfg, agentclient.Options{Container: *container})
+			if err != nil {
+				return err
+			}
+			cluster = &kube.Cluster{Client: c, Namespace: *namespace, Agent: agent}
 		}
 		opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 		state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
@@ -156,7 +176,9 @@ func run() error {
 		}
 	}
 
-	cluster := localcluster.New(localcluster.Options{Dir: *localDir, Shell: *shell})
+	if *localDir != "" {
+		cluster = localcluster.New(localcluster.Options{Dir: *localDir, Shell: *shell})
+	}
 	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
 	tc := tgclient.New(b, opts)
 	b.SetTelegram(tc.API)
