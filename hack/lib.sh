@@ -101,7 +101,7 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 # (stale cache entries), except those a container still uses.
 prune_other_tags() {
   local t
-  docker images --format '{{.Repository}}:{{.Tag}}' "$1" | grep -vxF "$1:$2" |
+  docker images --format '{{.Repository}}:{{.Tag}}' "$1" | { grep -vxF "$1:$2" || true; } |
     while read -r t; do docker rmi "${t}" >/dev/null 2>&1 && log "removed stale image ${t}" || true; done
 }
 
