@@ -14,6 +14,13 @@
 // Piped stdin works for scripts: /wait REGEX blocks until the bot shows
 // matching text, /sleep DURATION pauses, and -exit-on-eof ends the program
 // at the end of the input (otherwise it serves until interrupted).
+//
+// For a bot in a kind pod, listen on all interfaces and advertise the
+// address the pod reaches, and keep the key across restarts:
+//
+//	faketg -listen 0.0.0.0:8443 -advertise 172.18.0.1:8443 -key faketg.key.pem -key-out faketg.pub.pem -admin 1000001
+//
+// -echo-bot runs a small echo bot against the fake, to try the chat alone.
 package main
 
 import (

@@ -88,6 +88,25 @@
 // Telegram. Tests add faults with FailNext / FailWhen (RPCError builds
 // "FLOOD_WAIT_3" and friends), delete a message as a user with
 // Chat.Delete, and change the bot's usernames with SetBotProfile.
+// MethodID maps a TL method name to the TypeID FailNext takes.
+//
+// # Connections
+//
+// The bot's updates go to the newest connection of the auth key that
+// logged in (auth.importBotAuthorization); connections made by auth
+// transfer (telegram.Client.DC, auth.exportAuthorization and
+// importAuthorization) are served but get no pushes. The fake's own
+// methods are: auth.importBotAuthorization, auth.logOut,
+// auth.exportAuthorization, auth.importAuthorization, help.getConfig,
+// users.getUsers, updates.getState, updates.getDifference,
+// updates.getChannelDifference, messages.sendMessage, editMessage,
+// deleteMessages, sendMedia, setTyping, setBotCallbackAnswer,
+// setBotGuestChatResult, editInlineBotMessage, getMessages,
+// channels.deleteMessages, channels.getMessages, bots.setBotCommands,
+// upload.saveFilePart, saveBigFilePart and getFile.
+//
+// Package echobot is a small bot that connects the way a production bot
+// does; cmd/faketg -echo-bot runs it to try the terminal chat.
 //
 // # Updates state
 //
