@@ -6,6 +6,9 @@
 # Sections:
 #   output   the output pipeline: internal/termrender and internal/liveoutput,
 #            pure Go, no cluster, against the Python reference's figures.
+#   cluster  the operator on the kind cluster (hack/e2e.sh --setup brings it
+#            up and deploys), beside plain kubectl exec in the same run: start
+#            latency, throughput read back through the agent, stop latency.
 #
 # Environment: BENCHTIME (default 1s) and COUNT (default 5) are passed to
 # go test; each figure is the median of the COUNT runs. BENCH_FORMAT=markdown
@@ -16,7 +19,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BENCHTIME="${BENCHTIME:-1s}"
 COUNT="${COUNT:-5}"
 BENCH_FORMAT="${BENCH_FORMAT:-text}"
-SECTIONS=(output)
+SECTIONS=(output cluster)
 
 machine() {
   local cpu
@@ -107,6 +110,48 @@ section_output() {
     "Write, 4 KiB chunks from 8 goroutines|BenchmarkWrite/4KiB_chunks_8_goroutines|-" \
     "the same, with a reader rendering previews|BenchmarkWrite/4KiB_chunks_8_goroutines_with_preview_reader|-" \
     "TailText of a full 16 KiB window, rendered|BenchmarkTailText|-"
+}
+
+# section_cluster runs test/e2e's TestBenchCluster, which prints
+# "BENCH name value unit" lines, and sets each figure beside plain kubectl
+# exec measured in the same run. E2E_BENCH_JOBS sets the jobs of the start
+# latency (default 50).
+section_cluster() {
+  local context log
+  context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
+  log="$(mktemp)"
+  # shellcheck disable=SC2064
+  trap "rm -f '${log}'" RETURN
+  log "cluster: go test -tags e2e -run TestBenchCluster on ${context}"
+  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
+    go test -tags e2e -count=1 -v -timeout 30m -run '^TestBenchCluster$' ./test/e2e/) > "${log}" ||
+    { tail -30 "${log}" >&2; die "TestBenchCluster failed"; }
+  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
+  local row label ours base ratio
+  echo "== Cluster (kind, ${E2E_BENCH_JOBS:-50} jobs for start latency) =="
+  if [[ "${BENCH_FORMAT}" == markdown ]]; then
+    printf '| measure | shelljob | kubectl exec | ratio |\n|---|---:|---:|---:|\n'
+  else
+    printf '%-40s %12s %14s %8s\n' "measure" "shelljob" "kubectl exec" "ratio"
+  fi
+  for row in \
+    "start latency p50 (ms)|start_p50|start_base_p50" \
+    "start latency p95 (ms)|start_p95|start_base_p95" \
+    "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
+    "stop latency p50 (ms)|stop_p50|stop_base_p50"; do
+    IFS='|' read -r label ours base <<< "${row}"
+    ours="$(bench "${ours}")" base="$(bench "${base}")"
+    [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
+    # The ratio reads as "times the baseline": above 1 is slower for
+    # latencies, faster for throughput.
+    ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
+    if [[ "${BENCH_FORMAT}" == markdown ]]; then
+      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
+    else
+      printf '%-40s %12s %14s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
+    fi
+  done
+  echo
 }
 
 main() {

@@ -6,6 +6,8 @@
 #      (the tag stays 0.1.0), and the e2e pools of an earlier run removed so
 #      their workers come back on the loaded worker image;
 #   3. go test -tags e2e ./test/e2e.
+# With --setup it stops after step 2 and prints the kubeconfig context
+# (hack/bench.sh, section cluster, uses it).
 # env: E2E_RUN (a -run pattern), E2E_TIMEOUT (default 40m), GOFLAGS.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -31,6 +33,10 @@ clean() {
 
 step "deploy the operator to ${context}" redeploy
 step "remove what an earlier run left" clean
+if [[ "${1:-}" == --setup ]]; then
+  echo "${context}"
+  exit 0
+fi
 
 log "▶ go test -tags e2e ./test/e2e"
 cd "${ROOT_DIR}"

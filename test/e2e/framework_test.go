@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,13 +94,18 @@ func setup() error {
 // run runs kubectl and returns its output.
 func run(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(kubectl[0], append(kubectl[1:], args...)...)
+	cmd := kubectlCmd(args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
 	}
 	return out.String()
+}
+
+// kubectlCmd is a kubectl command on the e2e cluster.
+func kubectlCmd(args ...string) *exec.Cmd {
+	return exec.Command(kubectl[0], append(slices.Clone(kubectl[1:]), args...)...)
 }
 
 // poll calls cond every Interval until it holds, or fails the test after
