@@ -16,6 +16,11 @@ import (
 // back to.
 const activeLines = 16
 
+// foldMax is the longest overwritten last line that a newline copies back
+// into Renderer.buf; a longer one keeps its own storage, so that a cursor-up
+// back to it copies nothing.
+const foldMax = 4 << 10
+
 // maxParam caps a CSI parameter: a cursor-up that far reaches the first line
 // anyway, and an erase mode that large is no mode.
 const maxParam = 1 << 30
@@ -50,7 +55,8 @@ type Renderer struct {
 	over map[int]*line
 	// lastOver holds the last line's text while it is out of buf, having
 	// been overwritten. A newline that starts a new line puts the text back
-	// into buf, and keeps the line in spare to use again.
+	// into buf, and keeps the line in spare to use again; a line longer than
+	// foldMax goes to over instead.
 	lastOver, spare *line
 	// active holds the lines that keep code points, at most activeLines.
 	active []*line
@@ -437,8 +443,9 @@ func (r *Renderer) atEnd() bool {
 func (r *Renderer) appendAtEnd(p []byte) {
 	base := len(r.buf)
 	if cap(r.buf)-base < len(p) {
-		// Doubling copies less than append's growth of large slices.
-		r.buf = slices.Grow(r.buf, max(len(p), base))
+		// Doubling copies less than append's growth of large slices; a
+		// first large write gets room for what follows it too.
+		r.buf = slices.Grow(r.buf, len(p)+max(base, len(p)/4))
 	}
 	r.buf = append(r.buf, p...)
 	rest := p
@@ -466,12 +473,20 @@ func (r *Renderer) newline() {
 	r.col = 0
 	if r.row == len(r.starts) {
 		if ln := r.lastOver; ln != nil {
-			r.buf = append(appendText(r.buf, ln.rs), ln.rest...)
-			if ln.active {
-				r.active = slices.DeleteFunc(r.active, func(a *line) bool { return a == ln })
+			r.lastOver = nil
+			if len(ln.rs)*utf8.UTFMax+len(ln.rest) <= foldMax {
+				r.buf = append(appendText(r.buf, ln.rs), ln.rest...)
+				if ln.active {
+					r.active = slices.DeleteFunc(r.active, func(a *line) bool { return a == ln })
+				}
+				*ln = line{rs: ln.rs[:0], rest: ln.rest[:0]}
+				r.spare = ln
+			} else {
+				if r.over == nil {
+					r.over = make(map[int]*line)
+				}
+				r.over[r.row-1] = ln
 			}
-			*ln = line{rs: ln.rs[:0], rest: ln.rest[:0]}
-			r.lastOver, r.spare = nil, ln
 		}
 		r.buf = append(r.buf, '\n')
 		r.starts = append(r.starts, len(r.buf))
