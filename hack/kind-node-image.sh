@@ -30,7 +30,8 @@ tag="${KIND_NODE_REPO}:${KUBE_VERSION}-${key}"
 
 # kubeadm's image list, e.g. registry.k8s.io/coredns/coredns:v1.14.6.
 kubeadm_image() {
-  "${kube}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" 2>/dev/null | grep -E "/$1:"
+  "${kube}/kubeadm" config images list --kubernetes-version "${KUBE_VERSION}" 2>/dev/null | grep -E "/$1:" ||
+    die "kubeadm ${KUBE_VERSION} lists no $1 image"
 }
 
 pause_binary() {

@@ -110,14 +110,19 @@ load_images() {
   "${KIND}" load docker-image --name "${KIND_CLUSTER}" "${images[@]}"
 }
 
-start=$SECONDS
-apt_install jq
-step "Docker engine" "${HACK_DIR}/docker-engine.sh"
-step "kubectl ${KUBE_VERSION} in ${LOCALBIN}" link_kubectl
-step "kind node image" node_image
-step "project images" project_images
-step "kind cluster ${KIND_CLUSTER}" ensure_cluster
-wait_ready
-step "load images: ${images[*]:-none}" load_images
-log "✔ kind cluster ${KIND_CLUSTER} is up ($((SECONDS - start)) s); kubeconfig context: ${context}"
+up() {
+  local start=$SECONDS
+  apt_install jq
+  step "Docker engine" "${HACK_DIR}/docker-engine.sh"
+  step "kubectl ${KUBE_VERSION} in ${LOCALBIN}" link_kubectl
+  step "kind node image" node_image
+  step "project images" project_images
+  step "kind cluster ${KIND_CLUSTER}" ensure_cluster
+  wait_ready
+  step "load images: ${images[*]:-none}" load_images
+  log "✔ kind cluster ${KIND_CLUSTER} is up ($((SECONDS - start)) s); kubeconfig context: ${context}"
+}
+
+# One kind-up or kind-down at a time (e2e, bench and a developer may race).
+with_lock "kind-cluster-${KIND_CLUSTER}" up
 echo "${context}"

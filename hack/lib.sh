@@ -75,7 +75,7 @@ apt_install() {
 # apt_mirror: the Debian mirror of this machine's apt sources (deb822 or one-line).
 apt_mirror() {
   local m
-  m="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="${DEBIAN_SUITE}" '
+  m="$({ cat /etc/apt/sources.list.d/*.sources 2>/dev/null || true; } | awk -v suite="${DEBIAN_SUITE}" '
     BEGIN {RS = ""; FS = "\n"}
     {u = ""; ok = 0
      for (i = 1; i <= NF; i++) {
@@ -83,7 +83,7 @@ apt_mirror() {
        if ($i ~ /^Suites:/) {n = split($i, b, " "); for (j = 2; j <= n; j++) if (b[j] == suite) ok = 1}
      }
      if (ok && u != "" && u !~ /security/) {print u; exit}}')"
-  [[ -n "${m}" ]] || m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+  [[ -n "${m}" ]] || m="$({ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
     awk -v suite="${DEBIAN_SUITE}" '$1 == "deb" {for (i = 2; i < NF; i++) if ($i ~ /^[a-z]+:\/\// && $(i + 1) == suite) {print $i; exit}}')"
   [[ -n "${m}" ]] || die "no Debian mirror in the apt sources"
   echo "${m}"
