@@ -356,9 +356,10 @@ func (e *env) annotated(name, key, substr string) {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		sj, _ := e.cluster.Job(name)
-		if v, ok := sj.Annotations[key]; ok && strings.Contains(v, substr) {
-			return
+		if sj, found := e.cluster.Job(name); found {
+			if v, ok := sj.Annotations[key]; ok && strings.Contains(v, substr) {
+				return
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -455,6 +456,7 @@ func TestQueuedJobHeaderAndStopBeforeRun(t *testing.T) {
 	e := newEnv(t, envOptions{workers: 1})
 	since := e.srv.Seq()
 	busy := e.send(e.admin, e.group, ".a sleep 30")
+	e.annotated("sj-1", "shell.shelljob.dev/preview", "")
 	queued := e.send(e.admin, e.group, ".a echo never")
 	pv := e.preview(since, e.group, queued.ID)
 	if !strings.HasPrefix(pv.Text, "⏳ #2 waiting for a free shell\n\n") {

@@ -3,6 +3,7 @@ package bot_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,9 +40,12 @@ func (e *env) startBot() func() {
 	t := e.t
 	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Log: testr.New(t)}, nil, e.cluster, e.store)
 	copts := e.srv.ClientOptions()
+	ready := make(chan struct{})
+	var once sync.Once
 	client := tgclient.New(e.bot, tgclient.Options{
 		Token: e.srv.BotToken(), AppID: 17349, AppHash: "test",
 		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
+		Ready: func() { once.Do(func() { close(ready) }) },
 	})
 	e.bot.SetTelegram(client.API)
 	runCtx, stopRun := context.WithCancel(e.ctx)
@@ -50,6 +54,13 @@ func (e *env) startBot() func() {
 	go func() { done <- client.Run(runCtx, b) }()
 	if err := e.srv.WaitConnected(e.ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Updates pushed before the updates manager has its state may be
+	// dropped; wait until it takes them.
+	select {
+	case <-ready:
+	case <-e.ctx.Done():
+		t.Fatal("the bot never got ready")
 	}
 	return func() {
 		stopRun()
