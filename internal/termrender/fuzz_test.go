@@ -1,6 +1,7 @@
 package termrender
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -29,7 +30,8 @@ func FuzzRender(f *testing.F) {
 }
 
 // FuzzRendererSplit checks that rendering is the same however the input is
-// split into writes, and that String between writes changes nothing.
+// split into writes, that String between writes changes nothing, and that
+// what String returned never changes.
 func FuzzRendererSplit(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, in string, cuts []byte) {
@@ -40,6 +42,7 @@ func FuzzRendererSplit(f *testing.F) {
 			t.Fatalf("one write of %q gives %q, Render gives %q", in, want, Render(in))
 		}
 		var pieces Renderer
+		var seen, copies []string
 		rest := in
 		for i := 0; rest != ""; i++ {
 			k := len(rest)
@@ -49,11 +52,17 @@ func FuzzRendererSplit(f *testing.F) {
 			pieces.WriteString(rest[:k])
 			rest = rest[k:]
 			if i%3 == 0 {
-				_ = pieces.String()
+				s := pieces.String()
+				seen, copies = append(seen, s), append(copies, strings.Clone(s))
 			}
 		}
 		if got := pieces.String(); got != want {
 			t.Fatalf("%q in pieces %v\n got %q\nwant %q", in, cuts, got, want)
+		}
+		for i := range seen {
+			if seen[i] != copies[i] {
+				t.Fatalf("%q in pieces %v: String's result %d changed from %q to %q", in, cuts, i, copies[i], seen[i])
+			}
 		}
 	})
 }

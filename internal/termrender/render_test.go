@@ -220,6 +220,28 @@ func TestRendererSequenceSplitAcrossWrites(t *testing.T) {
 	}
 }
 
+// TestRendererStringsStay checks that a later write never changes what
+// String returned, whatever the write does to the line.
+func TestRendererStringsStay(t *testing.T) {
+	var r Renderer
+	var got, want []string
+	in := ""
+	for _, w := range []string{
+		// Rendered shorter than it is, so that later writes fit in buf.
+		strings.Repeat("x", 400) + "\r" + strings.Repeat("abcdefgh", 75),
+		"\rXY", "\x1b[1K", "\x1b[K", "\x1b[2K",
+		"tail é", "\r日本", "\nnext line\x1b[A", "\rover\n", "end",
+	} {
+		r.WriteString(w)
+		in += w
+		got = append(got, r.String())
+		want = append(want, model(in))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("String after each write (-want +got):\n%s", diff)
+	}
+}
+
 // TestRendererStringMidway checks that String does not disturb what follows.
 func TestRendererStringMidway(t *testing.T) {
 	var r Renderer

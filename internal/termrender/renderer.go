@@ -71,6 +71,10 @@ type Renderer struct {
 	// held is a UTF-8 character cut at the end of the last write.
 	held  [utf8.UTFMax]byte
 	nheld int
+
+	// shared says that String returned buf's bytes as they are, so buf must
+	// be copied before any of them changes.
+	shared bool
 }
 
 // A line is the text of a line that lives outside Renderer.buf: its first
@@ -88,6 +92,11 @@ type line struct {
 func (r *Renderer) Write(p []byte) (int, error) {
 	r.init()
 	n := len(p)
+	if cap(r.buf)-len(r.buf) < len(p) {
+		// The text rarely grows past its input; doubling copies less than
+		// append's growth of large slices.
+		r.buf = slices.Grow(r.buf, max(len(p), len(r.buf)))
+	}
 	if r.nheld > 0 {
 		p = r.completeHeld(p)
 	}
@@ -108,7 +117,12 @@ func (r *Renderer) WriteString(s string) (int, error) {
 func (r *Renderer) String() string {
 	r.init()
 	if len(r.over) == 0 && r.lastOver == nil && r.nheld == 0 {
-		return string(r.buf)
+		if len(r.buf) < cap(r.buf)/2 {
+			return string(r.buf)
+		}
+		// As strings.Builder does; own copies buf before it changes.
+		r.shared = true
+		return unsafe.String(unsafe.SliceData(r.buf), len(r.buf))
 	}
 	last := len(r.starts) - 1
 	rows := make([]int, 0, len(r.over)+2)
@@ -153,6 +167,15 @@ func (r *Renderer) String() string {
 func (r *Renderer) init() {
 	if r.starts == nil {
 		r.starts = []int{0}
+	}
+}
+
+// own copies buf if String shared it, before its bytes change. Appending
+// needs no copy: a shared string ends where buf did.
+func (r *Renderer) own() {
+	if r.shared {
+		r.buf = append(make([]byte, 0, cap(r.buf)), r.buf...)
+		r.shared = false
 	}
 }
 
@@ -442,11 +465,6 @@ func (r *Renderer) atEnd() bool {
 // appendAtEnd writes p, text with no '\r', '\b' or ESC, when atEnd.
 func (r *Renderer) appendAtEnd(p []byte) {
 	base := len(r.buf)
-	if cap(r.buf)-base < len(p) {
-		// Doubling copies less than append's growth of large slices; a
-		// first large write gets room for what follows it too.
-		r.buf = slices.Grow(r.buf, len(p)+max(base, len(p)/4))
-	}
 	r.buf = append(r.buf, p...)
 	rest := p
 	newLines := false
@@ -549,6 +567,7 @@ func (r *Renderer) putLast(col int, p []byte, cols int) bool {
 		return true
 	}
 	end := col + cols
+	r.own()
 	if col == 0 && end >= n {
 		// p covers the whole line, as a redrawn frame does.
 		r.buf = append(r.buf[:start], p...)
@@ -606,6 +625,7 @@ func (r *Renderer) erase(mode int) {
 // eraseLast is erase for the last line while its text is in buf. It reports
 // false, changing nothing, when that needs code points.
 func (r *Renderer) eraseLast(col, mode int) bool {
+	r.own()
 	start := r.starts[len(r.starts)-1]
 	n := r.lastCols
 	ascii := n == len(r.buf)-start
@@ -649,6 +669,7 @@ func (r *Renderer) lineAt(row int) *line {
 func (r *Renderer) overLine(row int) *line {
 	start := r.starts[row]
 	if row == len(r.starts)-1 {
+		r.own()
 		ln := r.spare
 		if ln == nil {
 			ln = &line{}
