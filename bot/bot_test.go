@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/utils/clock"
 
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/localcluster"
@@ -38,7 +39,11 @@ type env struct {
 // startBot starts a bot and its client, and returns what stops them.
 func (e *env) startBot() func() {
 	t := e.t
-	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Log: testr.New(t)}, nil, e.cluster, e.store)
+	var cluster bot.Cluster = e.cluster
+	if e.opts.wrap != nil {
+		cluster = e.opts.wrap(e.cluster)
+	}
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t)}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -73,6 +78,10 @@ type envOptions struct {
 	streamingOff bool
 	workers      int
 	tg           faketg.Options
+	// wrap, when set, puts a layer between the bot and the cluster.
+	wrap func(bot.Cluster) bot.Cluster
+	// clock, when set, is the bot's clock.
+	clock clock.WithTicker
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

@@ -494,8 +494,13 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 	}
 	obj := r.latest()
 	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	// offset counts the bytes the command wrote up to where the stream
+	// reached, as the agent does. It is not what the buffer got: a gap
+	// in the spool comes as one line in place of the bytes it skipped.
+	var offset int64
 	for {
-		_, err := r.b.cluster.Follow(ctx, pod, r.job.UID, r.buf.Written(liveoutput.Stdout), r.buf.Writer(liveoutput.Stdout))
+		reached, err := r.b.cluster.Follow(ctx, pod, r.job.UID, offset, r.buf.Writer(liveoutput.Stdout))
+		offset = max(offset, reached)
 		if err == nil || ctx.Err() != nil {
 			return
 		}

@@ -1,0 +1,104 @@
+package bot_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// gappyAgent serves a job's output as an agent whose spool did not keep
+// the bytes [gapFrom, gapTo), and whose first stream breaks cutAfter bytes
+// past the gap.
+type gappyAgent struct {
+	bot.Cluster
+	gapFrom, gapTo, cutAfter int64
+
+	mu      sync.Mutex
+	offsets []int64 // the offsets the follows asked for
+}
+
+var errCut = errors.New("stream cut")
+
+func (g *gappyAgent) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+	g.mu.Lock()
+	g.offsets = append(g.offsets, offset)
+	first := len(g.offsets) == 1
+	g.mu.Unlock()
+	// The whole output, as the command wrote it.
+	var all bytes.Buffer
+	if _, err := g.Cluster.Follow(ctx, pod, job, 0, &all); err != nil {
+		return offset, err
+	}
+	data := all.Bytes()
+	end := int64(len(data))
+	if first {
+		end = g.gapTo + g.cutAfter
+	}
+	if offset < g.gapFrom {
+		n, err := w.Write(data[offset:g.gapFrom])
+		offset += int64(n)
+		if err != nil {
+			return offset, err
+		}
+	}
+	if offset < g.gapTo {
+		if _, err := io.WriteString(w, agentapi.GapLine(g.gapTo-offset)); err != nil {
+			return offset, err
+		}
+		offset = g.gapTo
+	}
+	n, err := w.Write(data[offset:end])
+	offset += int64(n)
+	if err != nil {
+		return offset, err
+	}
+	if first {
+		return offset, errCut
+	}
+	return offset, nil
+}
+
+// seqText is what seq 1 n writes.
+func seqText(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// A stream that breaks after a gap in the spool resumes from the offset
+// the agent reached: the output has the gap line once and no line twice.
+func TestFollowResumesAfterGap(t *testing.T) {
+	head := int64(len(seqText(1, 99)))
+	gapTo := int64(len(seqText(1, 199)))
+	g := &gappyAgent{gapFrom: head, gapTo: gapTo, cutAfter: int64(len(seqText(200, 210)))}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { g.Cluster = c; return g }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a seq 1 300")
+	fin := e.wait(since, "the final", sendTo(e.group, m.ID))
+	want := strings.TrimSuffix(seqText(1, 99)+agentapi.GapLine(gapTo-head)+seqText(200, 300), "\n")
+	if !strings.Contains(fin.Text, want) {
+		t.Errorf("final = %q\nwant it to hold %q", fin.Text, want)
+	}
+	if c := strings.Count(fin.Text, "\n205\n"); c != 1 {
+		t.Errorf("line 205 shows %d times", c)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.offsets) != 2 || g.offsets[0] != 0 || g.offsets[1] != gapTo+g.cutAfter {
+		t.Errorf("follow offsets = %v, want [0 %d]", g.offsets, gapTo+g.cutAfter)
+	}
+}
+
