@@ -101,4 +101,3 @@ func TestFollowResumesAfterGap(t *testing.T) {
 		t.Errorf("follow offsets = %v, want [0 %d]", g.offsets, gapTo+g.cutAfter)
 	}
 }
-
