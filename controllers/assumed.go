@@ -28,7 +28,7 @@ type assumptions struct {
 
 type poolAssumptions struct {
 	mu   sync.Mutex
-	pods map[types.UID]string
+	pods map[types.UID]scheduler.Decision
 }
 
 func newAssumptions() *assumptions {
@@ -40,7 +40,7 @@ func (a *assumptions) lock(pool types.NamespacedName) (*poolAssumptions, func())
 	a.mu.Lock()
 	p, ok := a.pools[pool]
 	if !ok {
-		p = &poolAssumptions{pods: map[types.UID]string{}}
+		p = &poolAssumptions{pods: map[types.UID]scheduler.Decision{}}
 		a.pools[pool] = p
 	}
 	a.mu.Unlock()
@@ -60,7 +60,7 @@ func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Jo
 		pod := j.Status.Pod
 		if assumed, ok := p.pods[j.UID]; ok {
 			if pod == "" {
-				pod = assumed
+				pod = assumed.Pod
 			} else {
 				delete(p.pods, j.UID)
 			}
@@ -81,11 +81,11 @@ func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Jo
 	return out
 }
 
-// assume records that the job was placed on pod.
-func (p *poolAssumptions) assume(uid types.UID, pod string) { p.pods[uid] = pod }
+// assume records where the job was placed.
+func (p *poolAssumptions) assume(uid types.UID, d scheduler.Decision) { p.pods[uid] = d }
 
-// assumed is the pod the job was placed on, if the cache may not show it.
-func (p *poolAssumptions) assumed(uid types.UID) (string, bool) {
-	pod, ok := p.pods[uid]
-	return pod, ok
+// assumed is where the job was placed, if the cache may not show it.
+func (p *poolAssumptions) assumed(uid types.UID) (scheduler.Decision, bool) {
+	d, ok := p.pods[uid]
+	return d, ok
 }

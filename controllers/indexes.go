@@ -46,6 +46,13 @@ func jobsOfPool(ctx context.Context, c client.Reader, ns, pool string) ([]shellv
 	return unfinishedJobs(ctx, c, client.InNamespace(ns), client.MatchingFields{indexJobPool: pool})
 }
 
+// allJobsOfPool lists every job of a pool, finished or not.
+func allJobsOfPool(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
+	var list shellv1alpha1.ShellJobList
+	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexJobPool: pool})
+	return list.Items, err
+}
+
 // jobsOnPod lists the unfinished jobs that hold a worker pod.
 func jobsOnPod(ctx context.Context, c client.Reader, ns, pod string) ([]shellv1alpha1.ShellJob, error) {
 	return unfinishedJobs(ctx, c, client.InNamespace(ns), client.MatchingFields{indexJobPod: pod})

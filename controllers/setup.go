@@ -26,6 +26,10 @@ type Options struct {
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// DeliveryGrace bounds how long a retired worker waits for the
+	// delivery of the jobs that ended on it. Defaults to
+	// DefaultDeliveryGrace.
+	DeliveryGrace time.Duration
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -56,12 +60,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
 	pools := &ShellPoolReconciler{
-		Client:      mgr.GetClient(),
-		Recorder:    recorder,
-		WorkerImage: opts.WorkerImage,
-		Clock:       opts.Clock,
-		assumed:     assumed,
-		streams:     streams,
+		Client:        mgr.GetClient(),
+		Recorder:      recorder,
+		WorkerImage:   opts.WorkerImage,
+		Clock:         opts.Clock,
+		DeliveryGrace: opts.DeliveryGrace,
+		assumed:       assumed,
+		streams:       streams,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return err

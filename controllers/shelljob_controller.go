@@ -85,6 +85,9 @@ type ShellJobReconciler struct {
 	numbers *numberer
 	facts   *factStore
 	writes  *writes
+	// wake asks for a pass over another job: one that a placement of this
+	// pass placed too. It never blocks.
+	wake func(*shellv1alpha1.ShellJob)
 	// bootTime is when this reconciler was set up: a placement made after
 	// it is known to this process, with every Start it made.
 	bootTime time.Time
@@ -227,15 +230,17 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 	job.Status.Pod, job.Status.Revision = d.Pod, revision
 	shelljob.SetScheduledCondition(job, now, metav1.ConditionTrue, d.Reason, d.Message)
 	controllerutil.AddFinalizer(job, JobFinalizer)
-	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Scheduled", "Schedule", "#%d %s", job.Status.Number, d.Message)
 	// The next pass, on this patch's event, starts the command: a placement
 	// is recorded before anything runs, so a restart never runs a job on a
 	// second worker.
 	return ctrl.Result{}, nil
 }
 
-// place asks the scheduler where the job goes, under the pool's lock, and
-// assumes the placement until the cache shows it.
+// place asks the scheduler where the job goes, under the pool's lock. One
+// pass places every queued job of the pool that can go now, in FIFO order
+// (scheduler.Schedule), so an older job never gets its worker after a
+// newer one; each placement is assumed until the cache shows it, and the
+// other placed jobs are woken to record theirs.
 func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.ShellJob, pool *shellv1alpha1.ShellPool) (scheduler.Decision, string, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(pool.Namespace),
@@ -261,22 +266,43 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 			Ready:    podReady(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning,
 		})
 	}
+	byName := make(map[string]*shellv1alpha1.ShellJob, len(jobs)+1)
+	for i := range jobs {
+		byName[jobs[i].Name] = &jobs[i]
+	}
+	// The job itself, as this pass sees it (the cache may lag).
+	byName[job.Name] = job
+	if !slices.ContainsFunc(jobs, func(j shellv1alpha1.ShellJob) bool { return j.UID == job.UID }) {
+		jobs = append(jobs, *job)
+	}
 
 	assumed, unlock := r.assumed.lock(client.ObjectKeyFromObject(pool))
 	defer unlock()
 	snapshot := assumed.snapshot(jobs)
-	if pod, ok := assumed.assumed(job.UID); ok {
-		// Placed by a pass whose patch did not land.
-		return scheduler.Decision{Pod: pod, Reason: shellv1alpha1.ShellJobScheduledReasonAssigned,
-			Message: "assigned to worker " + pod}, revisions[pod], nil
+	if d, ok := assumed.assumed(job.UID); ok {
+		// Placed by an earlier pass: this one records it.
+		return d, revisions[d.Pod], nil
 	}
-	d := scheduler.Place(scheduler.Job{Name: job.Name, Mode: shelljob.Mode(job), Created: job.CreationTimestamp.Time},
+	var mine scheduler.Decision
+	for _, a := range scheduler.Schedule(
 		scheduler.Pool{Revision: Revision(pool, r.WorkerImage), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
-		workers, snapshot)
-	if d.Pod != "" {
-		assumed.assume(job.UID, d.Pod)
+		workers, snapshot) {
+		if a.Job == job.Name {
+			mine = a.Decision
+		}
+		other := byName[a.Job]
+		if a.Pod == "" || other == nil {
+			continue
+		}
+		assumed.assume(other.UID, a.Decision)
+		// Under the pool's lock, so the Events' times keep the order of
+		// the placements.
+		r.Recorder.Eventf(other, nil, corev1.EventTypeNormal, "Scheduled", "Schedule", "%s", a.Message)
+		if other.UID != job.UID && r.wake != nil {
+			r.wake(other)
+		}
 	}
-	return d, revisions[d.Pod], nil
+	return mine, revisions[mine.Pod], nil
 }
 
 // assigned starts the command of a job that has a worker.
@@ -737,6 +763,15 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 				}
 			},
 		})
+	wakes := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
+	r.wake = func(j *shellv1alpha1.ShellJob) {
+		select {
+		case wakes <- event.TypedGenericEvent[*shellv1alpha1.ShellJob]{Object: j.DeepCopy()}:
+		default:
+			// Full: the job's own periodic look (waitingRecheck) records it.
+		}
+	}
+	b = b.WatchesRawSource(source.Channel(wakes, &handler.TypedEnqueueRequestForObject[*shellv1alpha1.ShellJob]{}))
 	if reports != nil {
 		b = b.WatchesRawSource(source.Channel(reports, &handler.TypedEnqueueRequestForObject[*shellv1alpha1.ShellJob]{}))
 	}

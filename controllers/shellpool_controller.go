@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,11 +25,17 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
+// DefaultDeliveryGrace is how long a retired worker stays for a job that
+// ended on it but is not marked delivered yet: the bot reads the output
+// and the $SHELLJOB_OUT files from the worker after the end.
+const DefaultDeliveryGrace = 10 * time.Minute
+
 // ShellPoolReconciler keeps a pool's worker pods: spec.replicas workers of
 // the current revision, each a pod named <pool>-<revision>-<index>. A new
 // revision brings up new workers at once; an old worker takes no new job
-// and is deleted once no unfinished job holds it. A worker pod that failed
-// is deleted and made again.
+// and is deleted once no unfinished job holds it, and every job that ended
+// on it was delivered (AnnotationDelivered) or ended DeliveryGrace ago. A
+// worker pod that failed is deleted and made again.
 type ShellPoolReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -37,6 +44,10 @@ type ShellPoolReconciler struct {
 	WorkerImage string
 	// Clock stamps conditions. Defaults to the real clock.
 	Clock clock.PassiveClock
+	// DeliveryGrace bounds how long a retired worker waits for the
+	// delivery of the jobs that ended on it. Defaults to
+	// DefaultDeliveryGrace.
+	DeliveryGrace time.Duration
 
 	assumed *assumptions
 	writes  *writes
@@ -75,10 +86,10 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		res, reterr = afterPatch(res, reterr, client.IgnoreNotFound(err))
 	}()
-	return ctrl.Result{}, r.reconcile(ctx, pool)
+	return r.reconcile(ctx, pool)
 }
 
-func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1.ShellPool) error {
+func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1.ShellPool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	rev := Revision(pool, r.WorkerImage)
 	key := client.ObjectKeyFromObject(pool)
@@ -86,13 +97,15 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	var podList corev1.PodList
 	if err := r.Client.List(ctx, &podList, client.InNamespace(pool.Namespace),
 		client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name}); err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	pods := slices.DeleteFunc(podList.Items, func(p corev1.Pod) bool { return !metav1.IsControlledBy(&p, pool) })
-	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
+	all, err := allJobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
+	jobs := slices.DeleteFunc(slices.Clone(all), func(j shellv1alpha1.ShellJob) bool { return shelljob.IsFinished(&j) })
+	undelivered, recheck := r.undelivered(all)
 
 	// Decide which workers go under the pool's lock, so that no job is
 	// placed on a worker while it is being retired.
@@ -126,7 +139,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 				"Worker %s ended (%s); making a new one", pod.Name, podEndReason(pod))
 			errs = append(errs, r.deletePod(ctx, pod))
 			continue
-		case !isCurrent && load[pod.Name] == 0:
+		case !isCurrent && load[pod.Name] == 0 && undelivered[pod.Name] == 0:
 			retired = append(retired, pod.Name)
 			errs = append(errs, r.deletePod(ctx, pod))
 			continue
@@ -174,7 +187,37 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		r.streams.Kick()
 	}
 	log.V(2).Info("Reconciled pool", "revision", rev, "created", len(created), "retired", len(retired))
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// undelivered counts, by pod, the jobs that ended there within the
+// delivery grace and are not marked delivered, and tells when the first of
+// them runs out of grace (0: none).
+func (r *ShellPoolReconciler) undelivered(jobs []shellv1alpha1.ShellJob) (map[string]int, time.Duration) {
+	now := r.Clock.Now()
+	out := map[string]int{}
+	var recheck time.Duration
+	for i := range jobs {
+		j := &jobs[i]
+		if !shelljob.IsFinished(j) || j.Status.Pod == "" || j.Status.CompletionTime == nil {
+			continue
+		}
+		if _, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]; ok {
+			continue
+		}
+		left := j.Status.CompletionTime.Add(r.DeliveryGrace).Sub(now)
+		if left <= 0 {
+			continue
+		}
+		out[j.Status.Pod]++
+		if recheck == 0 || left < recheck {
+			recheck = left
+		}
+	}
+	return out, recheck
 }
 
 func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev string, current map[int32]*corev1.Pod,
@@ -254,6 +297,9 @@ func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.WorkerImage == "" {
 		r.WorkerImage = DefaultWorkerImage
+	}
+	if r.DeliveryGrace == 0 {
+		r.DeliveryGrace = DefaultDeliveryGrace
 	}
 	if r.assumed == nil {
 		r.assumed = newAssumptions()

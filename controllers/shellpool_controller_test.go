@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -181,9 +182,15 @@ func TestPoolRestart(t *testing.T) {
 		return cmp.Equal(want, p.Status.OldRevisions), fmt.Sprintf("%+v", p.Status.OldRevisions)
 	})
 
-	// a ends: its old worker goes, c's stays.
+	// a ends: its old worker stays until a is delivered, then goes; c's
+	// stays.
 	agent.exit(podKey(a), string(a.UID), 0)
 	waitPhase(t, ns, "a", shellv1alpha1.PhaseSucceeded)
+	time.Sleep(200 * time.Millisecond)
+	if err := env.Client.Get(ctx, podKey(a), &corev1.Pod{}); err != nil {
+		t.Fatalf("a's old worker went before a was delivered: %v", err)
+	}
+	deliver(t, ns, "a")
 	eventually(t, waitShort, "a's old worker deleted", func() (bool, string) {
 		var p corev1.Pod
 		err := env.Client.Get(ctx, podKey(a), &p)
@@ -200,6 +207,10 @@ func TestPoolRestart(t *testing.T) {
 		return cmp.Equal(want, p.Status.OldRevisions), fmt.Sprintf("%+v", p.Status.OldRevisions)
 	})
 	agent.exit(podKey(c), string(c.UID), 0)
+	waitPhase(t, ns, "c", shellv1alpha1.PhaseSucceeded)
+	for _, name := range []string{"b", "queued", "c"} {
+		deliver(t, ns, name)
+	}
 	eventually(t, waitShort, "no old revision left", func() (bool, string) {
 		p := getPool(t, ns, "shell")
 		return len(p.Status.OldRevisions) == 0, fmt.Sprintf("%+v", p.Status.OldRevisions)
@@ -225,4 +236,40 @@ func TestPoolsIndependent(t *testing.T) {
 	if c == nil || c.Reason != shellv1alpha1.ShellJobScheduledReasonNoReadyWorker {
 		t.Errorf("plugin job: Scheduled %+v, want NoReadyWorker", c)
 	}
+}
+
+// deliver marks a job delivered, as the bot does once the final and the
+// files reached the user.
+func deliver(t *testing.T, ns, name string) {
+	t.Helper()
+	j := getJob(t, ns, name)
+	patch := client.MergeFrom(j.DeepCopy())
+	metav1.SetMetaDataAnnotation(&j.ObjectMeta, shellv1alpha1.AnnotationDelivered, time.Now().Format(time.RFC3339))
+	if err := env.Client.Patch(context.Background(), j, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetiredWorkerDeliveryGrace: a retired worker that holds undelivered
+// jobs goes once the grace has run out.
+func TestRetiredWorkerDeliveryGrace(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	agent := newFakeAgent()
+	op := startOperator(t, ns, agent)
+	readyPool(t, ns, "shell", 1)
+	createJob(t, utiltesting.MakeShellJob("done", ns).Command("echo done"))
+	j := waitPhase(t, ns, "done", shellv1alpha1.PhaseSucceeded)
+	op.stop()
+	// A grace of a second, from a fresh operator.
+	startOperatorWith(t, ns, Options{Agent: agent, StopGrace: testStopGrace, DeliveryGrace: time.Second})
+	pool := getPool(t, ns, "shell")
+	pool.Spec.RestartedAt = ptr.To(metav1.Now())
+	if err := env.Client.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitShort, "the undelivered job's old worker deleted after the grace", func() (bool, string) {
+		err := env.Client.Get(ctx, podKey(j), &corev1.Pod{})
+		return client.IgnoreNotFound(err) == nil && err != nil, fmt.Sprint(err)
+	})
 }

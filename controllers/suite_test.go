@@ -82,6 +82,12 @@ type operator struct {
 // called.
 func startOperator(t *testing.T, ns string, agent agentapi.Client) *operator {
 	t.Helper()
+	return startOperatorWith(t, ns, Options{Agent: agent, StopGrace: testStopGrace})
+}
+
+// startOperatorWith runs the operator with opts.
+func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 testLogger(t),
@@ -94,7 +100,7 @@ func startOperator(t *testing.T, ns string, agent agentapi.Client) *operator {
 		t.Fatalf("new manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := Setup(ctx, mgr, Options{Agent: agent, StopGrace: testStopGrace}); err != nil {
+	if err := Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		t.Fatalf("setup: %v", err)
 	}

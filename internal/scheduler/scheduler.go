@@ -84,63 +84,88 @@ func compareJobs(a, b Job) int {
 	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name))
 }
 
-// Place decides where job goes, given every unfinished job of its pool
-// (job among them or not) and the pool's workers. Jobs that hold a worker
-// count as its load; queued jobs ahead of job in FIFO order are placed
-// first, so job gets a worker only when they all have one or wait for a
-// different one.
-func Place(job Job, pool Pool, workers []Worker, jobs []Job) Decision {
+// Assignment is the decision for one queued job.
+type Assignment struct {
+	// Job is the job's name.
+	Job string
+	Decision
+}
+
+// Schedule decides, in FIFO order, where each queued job of jobs goes:
+// those that hold no worker and are not stopping. Jobs that hold a worker
+// count as its load, and each placement adds to it. A job that waits says
+// why. The result is in FIFO order.
+func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 	eligible := make([]Worker, 0, len(workers))
 	for _, w := range workers {
 		if w.Ready && w.Revision == pool.Revision && w.Index >= 0 && w.Index < pool.Replicas {
 			eligible = append(eligible, w)
 		}
 	}
-	if len(eligible) == 0 {
-		return Decision{
-			Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
-			Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
-		}
-	}
-	loads := Loads(jobs)
-
-	mode := job.Mode
-	if mode == "" {
-		mode = shellv1alpha1.ModeFork
-	}
-	if mode == shellv1alpha1.ModeDirect {
-		w := slices.MinFunc(eligible, func(a, b Worker) int {
-			return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index))
-		})
-		return assigned(w, loads[w.Name])
-	}
-
-	// The queue ahead of job, itself included, in FIFO order.
-	queue := make([]Job, 0, len(jobs)+1)
+	queue := make([]Job, 0, len(jobs))
 	for _, j := range jobs {
-		if j.Pod == "" && !j.Stopping && j.Mode != shellv1alpha1.ModeDirect && compareJobs(j, job) < 0 {
+		if j.Pod == "" && !j.Stopping {
 			queue = append(queue, j)
 		}
 	}
 	slices.SortFunc(queue, compareJobs)
-	queue = append(queue, job)
-
-	for _, q := range queue {
-		w, ok := pick(q.Mode, pool, eligible, loads)
-		if q.Name == job.Name {
-			if !ok {
-				return waiting(mode, pool)
-			}
-			return assigned(w, loads[w.Name])
+	out := make([]Assignment, 0, len(queue))
+	if len(eligible) == 0 {
+		for _, q := range queue {
+			out = append(out, Assignment{Job: q.Name, Decision: Decision{
+				Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
+				Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
+			}})
 		}
-		if ok {
-			l := loads[w.Name]
-			l.Jobs++
+		return out
+	}
+	loads := Loads(jobs)
+	for _, q := range queue {
+		var (
+			w  Worker
+			ok bool
+		)
+		mode := q.Mode
+		if mode == "" {
+			mode = shellv1alpha1.ModeFork
+		}
+		if mode == shellv1alpha1.ModeDirect {
+			w = slices.MinFunc(eligible, func(a, b Worker) int {
+				return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index))
+			})
+			ok = true
+		} else {
+			w, ok = pick(mode, pool, eligible, loads)
+		}
+		if !ok {
+			out = append(out, Assignment{Job: q.Name, Decision: waiting(mode, pool)})
+			continue
+		}
+		out = append(out, Assignment{Job: q.Name, Decision: assigned(w, loads[w.Name])})
+		l := loads[w.Name]
+		l.Jobs++
+		if mode != shellv1alpha1.ModeDirect {
 			l.Seated = true
-			loads[w.Name] = l
+		}
+		loads[w.Name] = l
+	}
+	return out
+}
+
+// Place decides where job goes, given every unfinished job of its pool
+// (job among them or not) and the pool's workers: its assignment in
+// Schedule. So job gets a worker only when every queued job ahead of it
+// gets one, or waits for a different one; Direct jobs never wait for a
+// free worker.
+func Place(job Job, pool Pool, workers []Worker, jobs []Job) Decision {
+	job.Pod, job.Stopping = "", false
+	all := slices.DeleteFunc(slices.Clone(jobs), func(j Job) bool { return j.Name == job.Name })
+	for _, a := range Schedule(pool, workers, append(all, job)) {
+		if a.Job == job.Name {
+			return a.Decision
 		}
 	}
-	panic("unreachable: job is the last of its queue")
+	panic("unreachable: job is in its own queue")
 }
 
 // pick chooses a free worker for a Fork or Stateful job.

@@ -190,3 +190,26 @@ func TestLoads(t *testing.T) {
 		t.Errorf("Loads (-want +got):\n%s", diff)
 	}
 }
+
+func TestSchedule(t *testing.T) {
+	pool := Pool{Revision: "r1", Replicas: 3, StatefulWorker: 0}
+	jobs := []Job{
+		job("running", fork, 0, "p-r1-1"),
+		job("s", stateful, 3, ""),
+		job("b", fork, 2, ""),
+		job("a", fork, 1, ""),
+		job("d", direct, 4, ""),
+		job("c", fork, 5, ""),
+		{Name: "stopped", Mode: fork, Created: t0, Stopping: true},
+	}
+	want := []Assignment{
+		{Job: "a", Decision: Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"}},
+		{Job: "b", Decision: Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"}},
+		{Job: "s", Decision: Decision{Reason: "StatefulWorkerBusy", Message: "waiting for the stateful worker 0"}},
+		{Job: "d", Decision: Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0, which runs 1 other job(s)"}},
+		{Job: "c", Decision: Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"}},
+	}
+	if diff := cmp.Diff(want, Schedule(pool, workers("r1", 3), jobs)); diff != "" {
+		t.Errorf("Schedule (-want +got):\n%s", diff)
+	}
+}

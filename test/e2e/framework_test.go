@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -304,6 +305,35 @@ func workerPods(t *testing.T, pool, revision string) []corev1.Pod {
 		t.Fatal(err)
 	}
 	return pods.Items
+}
+
+// Deliver marks a job delivered, as the bot does once the final and the
+// files reached the user: a retired worker waits for it.
+func Deliver(t *testing.T, j *shellv1alpha1.ShellJob) {
+	t.Helper()
+	cur := Get(t, j)
+	patch := client.MergeFrom(cur.DeepCopy())
+	metav1.SetMetaDataAnnotation(&cur.ObjectMeta, shellv1alpha1.AnnotationDelivered, time.Now().Format(time.RFC3339))
+	if err := c.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatalf("deliver %s: %v", j.Name, err)
+	}
+}
+
+// EventTimes maps the objects of the namespace to the time of their Event
+// with the given reason (the latest, if several).
+func EventTimes(t *testing.T, reason string) map[string]time.Time {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	for _, e := range list.Items {
+		if e.Reason == reason && e.EventTime.After(out[e.Regarding.Name]) {
+			out[e.Regarding.Name] = e.EventTime.Time
+		}
+	}
+	return out
 }
 
 // now is metav1.Now, for patches.

@@ -145,8 +145,10 @@ func TestBackgroundHoldsOutput(t *testing.T) {
 	}
 }
 
-// TestFIFO: 20 jobs on the 4-worker pool all finish, and start in the
-// order they were created.
+// TestFIFO: 20 jobs on the 4-worker pool all finish; they get workers in
+// the order they were created, and none starts before an older one got its
+// worker. Starts of jobs placed in one pass run in parallel, each an exec
+// into its worker, so they may complete in any order.
 func TestFIFO(t *testing.T) {
 	const n = 20
 	var ws []*utiltesting.ShellJobWrapper
@@ -168,23 +170,35 @@ func TestFIFO(t *testing.T) {
 		}
 		starts = append(starts, at)
 	}
-	// Jobs placed in one pass start within moments of each other, in
-	// parallel: allow that much, and no more.
-	const jitter = 0.3
-	for i := range starts {
-		for k := i + 1; k < n; k++ {
-			if starts[k] < starts[i]-jitter {
-				t.Errorf("%s started %.3f s before the older %s", jobs[k].Name, starts[i]-starts[k], jobs[i].Name)
+	placed := EventTimes(t, "Scheduled")
+	var placedAt []float64
+	for _, j := range jobs {
+		at, ok := placed[j.Name]
+		if !ok {
+			t.Fatalf("%s: no Scheduled event", j.Name)
+		}
+		placedAt = append(placedAt, float64(at.UnixMicro())/1e6)
+	}
+	for k := 1; k < n; k++ {
+		if placedAt[k] < placedAt[k-1] {
+			t.Errorf("%s got a worker %.3f s before the older %s", jobs[k].Name, placedAt[k-1]-placedAt[k], jobs[k-1].Name)
+		}
+		for i := range k {
+			if starts[k] < placedAt[i] {
+				t.Errorf("%s started %.3f s before the older %s got a worker", jobs[k].Name, placedAt[i]-starts[k], jobs[i].Name)
 			}
 		}
 	}
-	t.Logf("start times after the first: %v", relative(starts))
+	t.Logf("placed, s after the first: %v", relative(placedAt))
+	t.Logf("started, s after the first placement: %v", relativeTo(starts, placedAt[0]))
 }
 
-func relative(ts []float64) []string {
+func relative(ts []float64) []string { return relativeTo(ts, ts[0]) }
+
+func relativeTo(ts []float64, t0 float64) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
-		out[i] = fmt.Sprintf("%.2f", t-ts[0])
+		out[i] = fmt.Sprintf("%.2f", t-t0)
 	}
 	return out
 }
@@ -305,9 +319,16 @@ func TestPoolRestart(t *testing.T) {
 	}
 	for _, r := range running {
 		r = WaitForJobEnd(t, r, JobTimeout)
+		// The old worker waits for the output to be delivered.
 		if r.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, r) != "old\n" {
 			t.Errorf("%s: phase %s, want Succeeded with output old", r.Name, r.Status.Phase)
 		}
+	}
+	if pods := workerPods(t, name, old); len(pods) != size {
+		t.Errorf("%d old workers before the delivery, want %d", len(pods), size)
+	}
+	for _, j := range append(running, queued...) {
+		Deliver(t, j)
 	}
 	poll(t, JobTimeout, "the old workers deleted", func() (bool, string) {
 		pods := workerPods(t, name, old)
