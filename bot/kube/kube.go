@@ -72,17 +72,7 @@ func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1
 			time.Sleep(watchRestart)
 			continue
 		}
-		gone := false
-		for ev := range w.ResultChan() {
-			switch ev.Type {
-			case watch.Deleted:
-				gone = true
-			case watch.Added, watch.Modified:
-				if obj, ok := ev.Object.(*shellv1alpha1.ShellJob); ok {
-					fn(obj.DeepCopy())
-				}
-			}
-		}
+		gone := watchEvents(w, fn)
 		w.Stop()
 		if gone {
 			return nil
@@ -91,6 +81,22 @@ func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1
 			return err
 		}
 	}
+}
+
+// watchEvents passes the jobs of w's events to fn until the watch ends or
+// the job is deleted, and reports whether it was deleted.
+func watchEvents(w watch.Interface, fn func(*shellv1alpha1.ShellJob)) bool {
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Deleted:
+			return true
+		case watch.Added, watch.Modified:
+			if obj, ok := ev.Object.(*shellv1alpha1.ShellJob); ok {
+				fn(obj.DeepCopy())
+			}
+		}
+	}
+	return false
 }
 
 func (c *Cluster) patch(ctx context.Context, name string, body any) error {
@@ -104,14 +110,25 @@ func (c *Cluster) patch(ctx context.Context, name string, body any) error {
 
 // Stop implements bot.JobStopper.
 func (c *Cluster) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error {
-	var sj shellv1alpha1.ShellJob
-	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
-		return fmt.Errorf("get shelljob %s: %w", name, err)
+	for {
+		var sj shellv1alpha1.ShellJob
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
+			return fmt.Errorf("get shelljob %s: %w", name, err)
+		}
+		if sj.Spec.Stop {
+			return nil
+		}
+		// The resource version makes a stop that raced with another one
+		// fail with a conflict instead of trying to change its reason
+		// (which the API refuses); the next round finds the job stopped.
+		err := c.patch(ctx, name, map[string]any{
+			"metadata": map[string]any{"resourceVersion": sj.ResourceVersion},
+			"spec":     map[string]any{"stop": true, "stopReason": reason},
+		})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
 	}
-	if sj.Spec.Stop {
-		return nil
-	}
-	return c.patch(ctx, name, map[string]any{"spec": map[string]any{"stop": true, "stopReason": reason}})
 }
 
 // Release implements bot.HoldReleaser.

@@ -1,0 +1,299 @@
+package kube_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/kube"
+)
+
+func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
+	return shellv1alpha1.ShellJobSpec{
+		Command: cmd,
+		Mode:    shellv1alpha1.ModeFork,
+		Pool:    shellv1alpha1.DefaultPool,
+		Origin: shellv1alpha1.ShellJobOrigin{
+			Source: shellv1alpha1.OriginTelegram, User: user,
+			Chat: -1001234567890, Topic: 7, Message: 42,
+		},
+	}
+}
+
+// setStatus plays the operator: it writes the job's status.
+func setStatus(t *testing.T, ns, name string, f func(*shellv1alpha1.ShellJobStatus)) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		var sj shellv1alpha1.ShellJob
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &sj); err != nil {
+			t.Fatal(err)
+		}
+		f(&sj.Status)
+		err := env.Client.Status().Update(ctx, &sj)
+		if err == nil {
+			return
+		}
+		if !isConflict(err) {
+			t.Fatalf("update status: %v", err)
+		}
+	}
+}
+
+func get(t *testing.T, ns, name string) *shellv1alpha1.ShellJob {
+	t.Helper()
+	var sj shellv1alpha1.ShellJob
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &sj); err != nil {
+		t.Fatal(err)
+	}
+	return &sj
+}
+
+// watcher runs Cluster.Watch and hands over what it sees.
+type watcher struct {
+	seen chan *shellv1alpha1.ShellJob
+	done chan error
+}
+
+func watchJob(ctx context.Context, c *kube.Cluster, name string) *watcher {
+	w := &watcher{seen: make(chan *shellv1alpha1.ShellJob, 100), done: make(chan error, 1)}
+	go func() { w.done <- c.Watch(ctx, name, func(sj *shellv1alpha1.ShellJob) { w.seen <- sj }) }()
+	return w
+}
+
+// waitFor waits until the watch shows a job that matches.
+func (w *watcher) waitFor(t *testing.T, what string, match func(*shellv1alpha1.ShellJob) bool) *shellv1alpha1.ShellJob {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case sj := <-w.seen:
+			if match(sj) {
+				return sj
+			}
+		case err := <-w.done:
+			t.Fatalf("watch ended (%v) before %s", err, what)
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestJobLifecycle(t *testing.T) {
+	ns := namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+
+	spec := telegramSpec("sleep 100", "1001")
+	spec.Hold = true
+	sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sj.Name == "" || sj.UID == "" || sj.Namespace != ns {
+		t.Fatalf("submitted job = %s/%s uid %q", sj.Namespace, sj.Name, sj.UID)
+	}
+	name := sj.Name
+	w := watchJob(ctx, c, name)
+	w.waitFor(t, "the job as created", func(sj *shellv1alpha1.ShellJob) bool { return sj.Spec.Hold })
+
+	// The operator picks a pod; the bot releases the held job.
+	setStatus(t, ns, name, func(s *shellv1alpha1.ShellJobStatus) {
+		s.Number, s.Phase, s.Pod, s.Revision = 1, shellv1alpha1.PhaseQueued, "shell-abc", "r1"
+	})
+	w.waitFor(t, "the pod", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Pod == "shell-abc" && sj.Status.Number == 1 })
+	if err := c.Release(ctx, name); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	w.waitFor(t, "the release", func(sj *shellv1alpha1.ShellJob) bool { return !sj.Spec.Hold })
+	if err := c.Release(ctx, name); err != nil {
+		t.Errorf("second release: %v", err)
+	}
+
+	setStatus(t, ns, name, func(s *shellv1alpha1.ShellJobStatus) {
+		s.Phase, s.Ran, s.StartTime = shellv1alpha1.PhaseRunning, true, ptr.To(metav1.Now())
+	})
+	w.waitFor(t, "running", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Phase == shellv1alpha1.PhaseRunning && sj.Status.Ran })
+
+	// Stop: the first reason stays.
+	if err := c.Stop(ctx, name, shellv1alpha1.StopReasonUser); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	w.waitFor(t, "the stop", func(sj *shellv1alpha1.ShellJob) bool { return sj.Spec.Stop })
+	if err := c.Stop(ctx, name, shellv1alpha1.StopReasonShutdown); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+	if got := get(t, ns, name); got.Spec.StopReason != shellv1alpha1.StopReasonUser {
+		t.Errorf("stop reason = %q, want the first one", got.Spec.StopReason)
+	}
+
+	if err := c.Annotate(ctx, name, shellv1alpha1.AnnotationPreview, `{"msg":5}`); err != nil {
+		t.Fatalf("annotate: %v", err)
+	}
+	setStatus(t, ns, name, func(s *shellv1alpha1.ShellJobStatus) {
+		s.Phase, s.ExitCode = shellv1alpha1.PhaseStopped, ptr.To[int32](130)
+	})
+	last := w.waitFor(t, "the end", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Phase == shellv1alpha1.PhaseStopped })
+	if last.Annotations[shellv1alpha1.AnnotationPreview] != `{"msg":5}` || *last.Status.ExitCode != 130 {
+		t.Errorf("last seen = annotations %v, exit %d", last.Annotations, *last.Status.ExitCode)
+	}
+
+	// The operator deletes the job after its TTL: the watch ends with nil.
+	if err := env.Client.Delete(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.done:
+		if err != nil {
+			t.Errorf("watch of a deleted job = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the watch did not end when the job was deleted")
+	}
+	// Watching a job that is gone ends at once.
+	if err := c.Watch(ctx, name, func(*shellv1alpha1.ShellJob) { t.Error("called for a deleted job") }); err != nil {
+		t.Errorf("watch of a missing job = %v", err)
+	}
+}
+
+// Two stops at once, with different reasons: both succeed and the job
+// keeps one reason (the API refuses to change it once set).
+func TestConcurrentStops(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	for range 5 {
+		sj, err := c.Submit(ctx, telegramSpec("sleep 1", "1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		for _, r := range []shellv1alpha1.StopReason{shellv1alpha1.StopReasonUser, shellv1alpha1.StopReasonShutdown} {
+			go func() { errs <- c.Stop(ctx, sj.Name, r) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		}
+		if got := get(t, ns, sj.Name); !got.Spec.Stop || got.Spec.StopReason == "" {
+			t.Errorf("after the stops: stop %v reason %q", got.Spec.Stop, got.Spec.StopReason)
+		}
+	}
+}
+
+// The watch picks up again after the API server ends it, without losing
+// a change.
+func TestWatchOutlivesItsContext(t *testing.T) {
+	ns := namespace(t)
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	sj, err := c.Submit(context.Background(), telegramSpec("true", "1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := watchJob(ctx, c, sj.Name)
+	w.waitFor(t, "the job", func(*shellv1alpha1.ShellJob) bool { return true })
+	cancel()
+	select {
+	case err := <-w.done:
+		if err != context.Canceled {
+			t.Errorf("watch after cancel = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end with its context")
+	}
+}
+
+func TestListRestartPoolAndDelivered(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+
+	// A CLI job is not the bot's.
+	cli := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "cli", Namespace: ns},
+		Spec:       shellv1alpha1.ShellJobSpec{Command: "true", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
+	}
+	if err := env.Client.Create(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	guest := telegramSpec("uptime", "2")
+	guest.Origin.Chat, guest.Origin.Topic, guest.Origin.Message, guest.Origin.GuestQuery = 0, 0, 0, "123456789012345"
+	var names []string
+	for _, spec := range []shellv1alpha1.ShellJobSpec{telegramSpec("a", "1"), telegramSpec("b", "1"), guest} {
+		sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, sj.Name)
+	}
+	setStatus(t, ns, names[0], func(s *shellv1alpha1.ShellJobStatus) {
+		s.Phase, s.Pod, s.Revision, s.Ran = shellv1alpha1.PhaseRunning, "shell-1", "r1", true
+	})
+	if err := c.Annotate(ctx, names[1], shellv1alpha1.AnnotationDelivered, time.Now().UTC().Format(time.RFC3339)); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]shellv1alpha1.ShellJob{}
+	for _, sj := range all {
+		byName[sj.Name] = sj
+	}
+	if len(all) != 3 || byName["cli"].Name != "" {
+		t.Fatalf("listed %d jobs: %v", len(all), byName)
+	}
+	if sj := byName[names[0]]; sj.Status.Revision != "r1" || sj.Status.Phase != shellv1alpha1.PhaseRunning {
+		t.Errorf("listed status = %+v", sj.Status)
+	}
+	if _, ok := byName[names[1]].Annotations[shellv1alpha1.AnnotationDelivered]; !ok {
+		t.Error("the delivered mark is not listed")
+	}
+	if _, ok := byName[names[0]].Annotations[shellv1alpha1.AnnotationDelivered]; ok {
+		t.Error("an undelivered job is listed as delivered")
+	}
+	if g := byName[names[2]]; g.Spec.Origin.GuestQuery != "123456789012345" || g.Spec.Origin.User != "2" {
+		t.Errorf("guest origin = %+v", g.Spec.Origin)
+	}
+
+	// Restarting a pool sets spec.restartedAt, and again later.
+	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
+		t.Fatalf("restart pool: %v", err)
+	}
+	var sp shellv1alpha1.ShellPool
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), &sp); err != nil {
+		t.Fatal(err)
+	}
+	if sp.Spec.RestartedAt == nil {
+		t.Fatal("restartedAt not set")
+	}
+	first := sp.Spec.RestartedAt.Time
+	time.Sleep(1100 * time.Millisecond)
+	if err := c.RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
+		t.Fatalf("second restart: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), &sp); err != nil {
+		t.Fatal(err)
+	}
+	if !sp.Spec.RestartedAt.Time.After(first) {
+		t.Errorf("second restart: restartedAt %v, first %v", sp.Spec.RestartedAt, first)
+	}
+	// A pool that does not exist is an error, not a new pool.
+	if err := c.RestartPool(ctx, "nope"); err == nil {
+		t.Error("restarting a missing pool succeeded")
+	}
+}
