@@ -120,7 +120,9 @@ func TestJobLifecycle(t *testing.T) {
 	setStatus(t, ns, name, func(s *shellv1alpha1.ShellJobStatus) {
 		s.Phase, s.Ran, s.StartTime = shellv1alpha1.PhaseRunning, true, ptr.To(metav1.Now())
 	})
-	w.waitFor(t, "running", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Phase == shellv1alpha1.PhaseRunning && sj.Status.Ran })
+	w.waitFor(t, "running", func(sj *shellv1alpha1.ShellJob) bool {
+		return sj.Status.Phase == shellv1alpha1.PhaseRunning && sj.Status.Ran
+	})
 
 	// Stop: the first reason stays.
 	if err := c.Stop(ctx, name, shellv1alpha1.StopReasonUser); err != nil {
