@@ -1,0 +1,155 @@
+package kube_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/kube"
+)
+
+// readManifest decodes a file of config/bot into obj.
+func readManifest(t *testing.T, name string, obj any) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "bot", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// botClient applies config/bot's ServiceAccount, Role and RoleBinding in
+// ns and returns a client that acts as that ServiceAccount.
+func botClient(t *testing.T, ns string) client.WithWatch {
+	t.Helper()
+	ctx := context.Background()
+	var sa corev1.ServiceAccount
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	readManifest(t, "service_account.yaml", &sa)
+	readManifest(t, "role.yaml", &role)
+	readManifest(t, "role_binding.yaml", &binding)
+	sa.Namespace, role.Namespace, binding.Namespace = ns, ns, ns
+	for i := range binding.Subjects {
+		binding.Subjects[i].Namespace = ns
+	}
+	for _, obj := range []client.Object{&sa, &role, &binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("apply %T: %v", obj, err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":" + sa.Name,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The bot's calls work with config/bot's Role, and what it never does is
+// forbidden.
+func TestBotRole(t *testing.T) {
+	ns := namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bc := botClient(t, ns)
+	c := &kube.Cluster{Client: bc, Namespace: ns}
+
+	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	spec := telegramSpec("sleep 5", "1")
+	spec.Hold = true
+	sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	if err != nil {
+		t.Fatalf("submit as the bot: %v", err)
+	}
+	w := watchJob(ctx, c, sj.Name)
+	w.waitFor(t, "the job", func(*shellv1alpha1.ShellJob) bool { return true })
+	setStatus(t, ns, sj.Name, func(s *shellv1alpha1.ShellJobStatus) { s.Phase, s.Pod = shellv1alpha1.PhaseQueued, "shell-0" })
+	w.waitFor(t, "the status", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Pod == "shell-0" })
+	for what, err := range map[string]error{
+		"release":  c.Release(ctx, sj.Name),
+		"stop":     c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser),
+		"annotate": c.Annotate(ctx, sj.Name, shellv1alpha1.AnnotationDelivered, "now"),
+		"restart":  c.RestartPool(ctx, shellv1alpha1.DefaultPool),
+	} {
+		if err != nil {
+			t.Errorf("%s as the bot: %v", what, err)
+		}
+	}
+	if all, err := c.List(ctx); err != nil || len(all) != 1 {
+		t.Errorf("list as the bot = %d jobs, %v", len(all), err)
+	}
+	useStores(t, bc, ns)
+
+	// Exec into the workers is allowed: no kubelet runs here, so ask.
+	for _, verb := range []string{"create", "get"} {
+		if !allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
+			t.Errorf("pods/exec %s is not allowed", verb)
+		}
+	}
+
+	// What the bot never does.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "shell-0", Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "shelljob/worker"}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}}
+	if err := env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	got := sj.DeepCopy()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sj), got); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := map[string]error{
+		"delete a pod":        bc.Delete(ctx, pod),
+		"list pods":           bc.List(ctx, &corev1.PodList{}, client.InNamespace(ns)),
+		"delete a job":        bc.Delete(ctx, got),
+		"update a job status": bc.Status().Update(ctx, got),
+		"read another secret": bc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "other"}, &corev1.Secret{}),
+		"list secrets":        bc.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)),
+		"delete the session":  bc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sessionName, Namespace: ns}}),
+		"delete a pool":       bc.Delete(ctx, pool),
+		"list jobs elsewhere": bc.List(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace("default")),
+	}
+	for what, err := range forbidden {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the bot = %v, want forbidden", what, err)
+		}
+	}
+}
+
+// allowed asks the API server whether c may do attrs.
+func allowed(t *testing.T, c client.Client, attrs authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	r := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+	if err := c.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Status.Allowed
+}
