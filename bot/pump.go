@@ -584,9 +584,7 @@ func (r *run) deliver(ctx context.Context) {
 		output = r.buf.FinalText(r.render())
 	}
 	if r.kind == guestPreview {
-		if err := b.tg.EditGuest(ctx, *r.note.Guest, preview.Guest(output, code, ran, stop)); err != nil {
-			b.cfg.Log.Error(err, "Could not send a guest final", "job", r.job.Name)
-		}
+		r.sendGuestFinal(ctx, output, code, ran, stop)
 	} else {
 		final := preview.Final(output, code, ran, stop)
 		r.sendFinal(ctx, final)
@@ -598,6 +596,23 @@ func (r *run) deliver(ctx context.Context) {
 		b.cfg.Log.Error(err, "Could not mark a job delivered", "job", r.job.Name)
 	}
 	b.registry.Finish(r.job)
+}
+
+// sendGuestFinal edits a guest answer into its final. A long one becomes
+// the output.txt document under a caption with the output's end; if that
+// fails, the text cut to fit one message goes out as for a short one.
+func (r *run) sendGuestFinal(ctx context.Context, output string, code int, ran bool, stop preview.Stop) {
+	b := r.b
+	if caption, file, ok := preview.GuestLong(output, code, ran, stop); ok {
+		err := b.tg.EditGuestFile(ctx, *r.note.Guest, caption, File{Name: texts.OutputFileName, Data: []byte(file)})
+		if err == nil {
+			return
+		}
+		b.cfg.Log.Error(err, "Could not attach the output file to a guest answer; sending its end as text", "job", r.job.Name)
+	}
+	if err := b.tg.EditGuest(ctx, *r.note.Guest, preview.Guest(output, code, ran, stop)); err != nil {
+		b.cfg.Log.Error(err, "Could not send a guest final", "job", r.job.Name)
+	}
 }
 
 // sendPlain sends a final as before live output: a reply to the command,

@@ -77,6 +77,10 @@ type Telegram interface {
 	GuestAnswer(ctx context.Context, queryID int64, text string) (GuestMessage, error)
 	// EditGuest edits a guest answer, on the DC that holds it.
 	EditGuest(ctx context.Context, m GuestMessage, text string) error
+	// EditGuestFile edits a guest answer into document f with caption
+	// under it. A guest answer cannot take a new upload, so f is uploaded
+	// first (messages.uploadMedia) and the edit names the stored document.
+	EditGuestFile(ctx context.Context, m GuestMessage, caption string, f File) error
 }
 
 // previewNote is the AnnotationPreview of a job: where its preview is, so

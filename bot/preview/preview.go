@@ -20,6 +20,9 @@ const (
 	PreviewUnits = 3496
 	// MessageUnits is what one Telegram message holds, in UTF-16 units.
 	MessageUnits = 4096
+	// CaptionUnits is what a media message's caption holds, in UTF-16
+	// units.
+	CaptionUnits = 1024
 	// FileChars is the length, in characters, from which a final goes out
 	// as a .txt file rather than as text (the rule of discreet_send).
 	FileChars = 4000
@@ -177,6 +180,27 @@ func LongHead(final string) string {
 // message (its end is kept), with "exit N" under it and the stop line
 // after a stop. A job that never ran gets its note alone.
 func Guest(output string, exitCode int, ran bool, stop Stop) string {
+	return guestText(output, exitCode, ran, stop, MessageUnits)
+}
+
+// GuestLong is the final of a guest answer whose output is long: the
+// output.txt file, which holds the whole final (as Guest builds it, uncut),
+// and the caption the answer shows over it, cut to fit CaptionUnits. ok is
+// false when the final is not long (IsLong) or the job never ran: then
+// Guest alone is the final.
+func GuestLong(output string, exitCode int, ran bool, stop Stop) (caption, file string, ok bool) {
+	if !ran {
+		return "", "", false
+	}
+	file = guestText(output, exitCode, ran, stop, -1)
+	if !IsLong(file) {
+		return "", "", false
+	}
+	return guestText(output, exitCode, ran, stop, CaptionUnits), file, true
+}
+
+// guestText builds a guest final within room UTF-16 units (-1: uncut).
+func guestText(output string, exitCode int, ran bool, stop Stop, room int) string {
 	if !ran {
 		return Final("", exitCode, false, stop)
 	}
@@ -194,5 +218,8 @@ func Guest(output string, exitCode int, ran bool, stop Stop) string {
 	if body == "" {
 		return lines
 	}
-	return Tail(body, MessageUnits-Units(lines)-2) + "\n\n" + lines
+	if room >= 0 {
+		body = Tail(body, room-Units(lines)-2)
+	}
+	return body + "\n\n" + lines
 }

@@ -92,3 +92,23 @@ func TestGuest(t *testing.T) {
 		t.Errorf("Guest too long: %d", Units(got))
 	}
 }
+
+func TestGuestLong(t *testing.T) {
+	if _, _, ok := GuestLong("short", 0, true, NotStopped); ok {
+		t.Error("a short output is long")
+	}
+	if _, _, ok := GuestLong(strings.Repeat("x", 9000), 0, false, StoppedByUser); ok {
+		t.Error("a job that never ran is long")
+	}
+	out := strings.Repeat("line\n", 2000) + "end"
+	caption, file, ok := GuestLong(out, 3, true, StoppedByUser)
+	if !ok {
+		t.Fatal("not long")
+	}
+	if Units(caption) > CaptionUnits || !strings.HasSuffix(caption, "end\n\nexit 3\n⏹ Stopped") {
+		t.Errorf("caption (%d units) = …%q", Units(caption), caption[max(0, len(caption)-40):])
+	}
+	if file != out+"\n\nexit 3\n⏹ Stopped" {
+		t.Errorf("file = %.40q…", file)
+	}
+}

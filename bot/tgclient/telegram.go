@@ -203,14 +203,7 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 	if f.Photo {
 		media = &tg.InputMediaUploadedPhoto{File: up}
 	} else {
-		mt := mime.TypeByExtension(path.Ext(f.Name))
-		if mt == "" {
-			mt = "application/octet-stream"
-		}
-		media = &tg.InputMediaUploadedDocument{
-			File: up, MimeType: mt, ForceFile: true,
-			Attributes: []tg.DocumentAttributeClass{&tg.DocumentAttributeFilename{FileName: f.Name}},
-		}
+		media = documentMedia(up, f.Name)
 	}
 	rid := randomID()
 	req := &tg.MessagesSendMediaRequest{Peer: InputPeer(chat), Media: media, RandomID: rid}
@@ -323,18 +316,21 @@ func (a *API) GuestAnswer(ctx context.Context, qid int64, text string) (bot.Gues
 	}
 }
 
+func inlineID(m bot.GuestMessage) tg.InputBotInlineMessageIDClass {
+	if m.Legacy {
+		return &tg.InputBotInlineMessageID{DCID: m.DC, ID: m.ID, AccessHash: m.AccessHash}
+	}
+	return &tg.InputBotInlineMessageID64{DCID: m.DC, OwnerID: m.OwnerID, ID: int(m.ID), AccessHash: m.AccessHash}
+}
+
 // EditGuest implements bot.Telegram: messages.editInlineBotMessage on the
 // DC that holds the answer.
 func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) error {
-	var id tg.InputBotInlineMessageIDClass = &tg.InputBotInlineMessageID64{DCID: m.DC, OwnerID: m.OwnerID, ID: int(m.ID), AccessHash: m.AccessHash}
-	if m.Legacy {
-		id = &tg.InputBotInlineMessageID{DCID: m.DC, ID: m.ID, AccessHash: m.AccessHash}
-	}
 	api, err := a.onDC(ctx, m.DC)
 	if err != nil {
 		return err
 	}
-	req := &tg.MessagesEditInlineBotMessageRequest{ID: id, NoWebpage: true}
+	req := &tg.MessagesEditInlineBotMessageRequest{ID: inlineID(m), NoWebpage: true}
 	req.SetMessage(text)
 	_, err = api.MessagesEditInlineBotMessage(ctx, req)
 	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
@@ -344,6 +340,57 @@ func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) er
 		return fmt.Errorf("edit guest answer: %w", err)
 	}
 	return nil
+}
+
+// EditGuestFile implements bot.Telegram: the file is uploaded and stored
+// with messages.uploadMedia (to the bot's own chat, as an inline answer
+// has none the bot may send to), then the answer is edited into that
+// document with messages.editInlineBotMessage on the DC that holds it.
+func (a *API) EditGuestFile(ctx context.Context, m bot.GuestMessage, caption string, f bot.File) error {
+	up, err := uploader.NewUploader(a.api).FromBytes(ctx, f.Name, f.Data)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", f.Name, err)
+	}
+	stored, err := a.api.MessagesUploadMedia(ctx, &tg.MessagesUploadMediaRequest{
+		Peer:  &tg.InputPeerSelf{},
+		Media: documentMedia(up, f.Name),
+	})
+	if err != nil {
+		return fmt.Errorf("store %s: %w", f.Name, err)
+	}
+	md, ok := stored.(*tg.MessageMediaDocument)
+	if !ok {
+		return fmt.Errorf("store %s: got %T", f.Name, stored)
+	}
+	doc, ok := md.Document.(*tg.Document)
+	if !ok {
+		return fmt.Errorf("store %s: got %T", f.Name, md.Document)
+	}
+	api, err := a.onDC(ctx, m.DC)
+	if err != nil {
+		return err
+	}
+	req := &tg.MessagesEditInlineBotMessageRequest{
+		ID:    inlineID(m),
+		Media: &tg.InputMediaDocument{ID: doc.AsInput()},
+	}
+	req.SetMessage(caption)
+	if _, err := api.MessagesEditInlineBotMessage(ctx, req); err != nil {
+		return fmt.Errorf("edit guest answer into %s: %w", f.Name, err)
+	}
+	return nil
+}
+
+// documentMedia is an uploaded file sent as a document named name.
+func documentMedia(up tg.InputFileClass, name string) *tg.InputMediaUploadedDocument {
+	mt := mime.TypeByExtension(path.Ext(name))
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	return &tg.InputMediaUploadedDocument{
+		File: up, MimeType: mt, ForceFile: true,
+		Attributes: []tg.DocumentAttributeClass{&tg.DocumentAttributeFilename{FileName: name}},
+	}
 }
 
 func (a *API) onDC(ctx context.Context, dc int) (*tg.Client, error) {

@@ -1,0 +1,43 @@
+package bot_test
+
+import (
+	"strings"
+	"testing"
+
+	"shelljob.dev/shelljob/bot/preview"
+	"shelljob.dev/shelljob/internal/faketg"
+)
+
+// A long guest final becomes output.txt, with the output's end as its
+// caption; a short one stays text.
+func TestGuestLongOutputFile(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	guest := e.srv.NewChat(faketg.Supergroup, faketg.ChatOptions{NoBot: true})
+	since := e.srv.Seq()
+	q, err := e.admin.Guest(e.ctx, guest, "@shelljob_bot .a seq 1 2000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Answer(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	fin := e.wait(since, "the guest final", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.InlineEdit && ev.QueryID == q.ID && ev.OK()
+	})
+	if fin.Media == nil || fin.Media.Filename != "output.txt" {
+		t.Fatalf("guest final = %s, want output.txt", fin)
+	}
+	want := seqText(1, 2000) + "\nexit 0"
+	if string(fin.Media.Data) != want {
+		t.Errorf("output.txt = %.40q… (%d bytes), want %d bytes", fin.Media.Data, len(fin.Media.Data), len(want))
+	}
+	if !strings.HasSuffix(fin.Text, "1999\n2000\n\nexit 0") || preview.Units(fin.Text) > preview.CaptionUnits {
+		t.Errorf("caption (%d units) = %q", preview.Units(fin.Text), fin.Text)
+	}
+	if m, _ := e.srv.GuestAnswer(q.ID); m.Media == nil || m.Text != fin.Text {
+		t.Errorf("guest answer = %q, media %v", m.Text, m.Media != nil)
+	}
+	if calls := e.srv.Log().Method("messages.uploadMedia").OK(); len(calls) != 1 {
+		t.Errorf("%d uploadMedia calls", len(calls))
+	}
+}
