@@ -85,7 +85,10 @@
 // QUERY_ID_INVALID, and a text draft outside private chats with
 // ErrDraftRefused (Chat.AllowDrafts and Options.GroupDrafts change that).
 // An edit without reply_markup removes the message's buttons, as on
-// Telegram. Tests add faults with FailNext / FailWhen (RPCError builds
+// Telegram. A guest answer's edit takes media only as a stored document or
+// photo (messages.uploadMedia, peer inputPeerSelf or a chat of the bot),
+// not a new upload (MEDIA_INVALID), and a caption of at most 1024 units
+// (MEDIA_CAPTION_TOO_LONG), as sendMedia does. Tests add faults with FailNext / FailWhen (RPCError builds
 // "FLOOD_WAIT_3" and friends), delete a message as a user with
 // Chat.Delete, and change the bot's usernames with SetBotProfile.
 // MethodID maps a TL method name to the TypeID FailNext takes.
@@ -101,7 +104,7 @@
 // users.getUsers, updates.getState, updates.getDifference,
 // updates.getChannelDifference, messages.sendMessage, editMessage,
 // deleteMessages, sendMedia, setTyping, setBotCallbackAnswer,
-// setBotGuestChatResult, editInlineBotMessage, getMessages,
+// setBotGuestChatResult, editInlineBotMessage, uploadMedia, getMessages,
 // channels.deleteMessages, channels.getMessages, bots.setBotCommands,
 // upload.saveFilePart, saveBigFilePart and getFile.
 //

@@ -91,7 +91,7 @@ func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 	if ev.Err == nil && ferr != nil {
 		ev.Err = ferr
 	}
-	if ev.Err == nil && utf16Len(r.Message) > 1024 {
+	if ev.Err == nil && utf16Len(r.Message) > maxCaptionUnits {
 		ev.Err = tgerr.New(400, "MEDIA_CAPTION_TOO_LONG")
 	}
 	if ev.Err != nil {
@@ -114,6 +114,55 @@ func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 	ev.MsgID = m.ID
 	s.recordLocked(ev)
 	return srv.SendResult(req, s.sentResultLocked(m, upd, r.RandomID))
+}
+
+// uploadMedia serves messages.uploadMedia: it stores a file the bot
+// uploaded, in no message, and returns it as a document or photo that a
+// later request names (an inline message's edit, which takes no new
+// upload). The peer is the bot itself or a chat it may write in.
+func (s *Server) uploadMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.MessagesUploadMediaRequest) error {
+	now := time.Now()
+	md, ferr := s.inputMedia(r.Media)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.describeLocked(r)
+	ev.Time = now
+	if _, self := r.Peer.(*tg.InputPeerSelf); !self {
+		if _, err := s.peerLocked(r.Peer); err != nil {
+			ev.Err = err
+		}
+	}
+	if ev.Err == nil && ferr != nil {
+		ev.Err = ferr
+	}
+	if ev.Err != nil {
+		s.recordLocked(ev)
+		return ev.Err
+	}
+	if md.id == 0 {
+		s.nextFileID++
+		md.id, md.accessHash = s.nextFileID, s.nextFileID*31
+		s.media[md.id] = md
+	}
+	ev.Media = md
+	s.recordLocked(ev)
+	return srv.SendResult(req, md.tg(s.opts.DC, now))
+}
+
+// inlineMedia reads the media of an inline message's edit: only a stored
+// document or photo (uploadMedia, or a message's), as on Telegram, where
+// an inline message cannot take a new upload.
+func (s *Server) inlineMedia(r *tg.MessagesEditInlineBotMessageRequest) (*Media, *tgerr.Error) {
+	in, ok := r.GetMedia()
+	if !ok {
+		return nil, nil
+	}
+	switch in.(type) {
+	case *tg.InputMediaDocument, *tg.InputMediaPhoto:
+		return s.inputMedia(in)
+	default:
+		return nil, tgerr.New(400, "MEDIA_INVALID")
+	}
 }
 
 // inputMedia reads the file of a bot's messages.sendMedia.

@@ -30,6 +30,10 @@ var (
 
 const maxMessageUnits = 4096
 
+// maxCaptionUnits is what a media message's caption holds (a bot's, or a
+// user's without Premium).
+const maxCaptionUnits = 1024
+
 // methodName is the TL name of a type ID, without its "#id" suffix.
 func methodName(id uint32) string {
 	name, ok := typeNames[id]
@@ -163,6 +167,7 @@ func (s *Server) register() {
 	handle(s, tg.BotsSetBotCommandsRequestTypeID, s.setBotCommands)
 	handle(s, tg.MessagesSetBotGuestChatResultRequestTypeID, s.setBotGuestChatResult)
 	handle(s, tg.MessagesEditInlineBotMessageRequestTypeID, s.editInlineBotMessage)
+	handle(s, tg.MessagesUploadMediaRequestTypeID, s.uploadMedia)
 	handle(s, tg.MessagesGetMessagesRequestTypeID, s.getMessages)
 	handle(s, tg.ChannelsGetMessagesRequestTypeID, s.channelsGetMessages)
 	handle(s, tg.UploadGetFileRequestTypeID, s.getFile)
@@ -731,10 +736,12 @@ func (s *Server) setBotGuestChatResult(srv *tgtest.Server, req *tgtest.Request, 
 
 func (s *Server) editInlineBotMessage(srv *tgtest.Server, req *tgtest.Request, r *tg.MessagesEditInlineBotMessageRequest) error {
 	now := time.Now()
+	md, ferr := s.inlineMedia(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ev := s.describeLocked(r)
 	ev.Time = now
+	ev.Media = md
 	var m *Message
 	if ev.InlineID != nil {
 		m = s.inline[int64(ev.InlineID.ID)]
@@ -743,11 +750,15 @@ func (s *Server) editInlineBotMessage(srv *tgtest.Server, req *tgtest.Request, r
 	switch {
 	case m == nil || m.Deleted || m.InlineID.AccessHash != ev.InlineID.AccessHash:
 		ev.Err = ErrMessageIDInvalid
-	case hasText && strings.TrimSpace(r.Message) == "":
+	case ferr != nil:
+		ev.Err = ferr
+	case md == nil && m.Media == nil && hasText && strings.TrimSpace(r.Message) == "":
 		ev.Err = tgerr.New(400, "MESSAGE_EMPTY")
+	case (md != nil || m.Media != nil) && utf16Len(m.textOr(r.Message, hasText)) > maxCaptionUnits:
+		ev.Err = tgerr.New(400, "MEDIA_CAPTION_TOO_LONG")
 	case utf16Len(m.textOr(r.Message, hasText)) > maxMessageUnits:
 		ev.Err = tgerr.New(400, "MESSAGE_TOO_LONG")
-	case m.textOr(r.Message, hasText) == m.Text && equalButtons(ev.Buttons, m.Buttons) && equalEntities(r.Entities, m.Entities):
+	case md == nil && m.textOr(r.Message, hasText) == m.Text && equalButtons(ev.Buttons, m.Buttons) && equalEntities(r.Entities, m.Entities):
 		ev.Err = ErrMessageNotModified
 	}
 	if ev.Err != nil {
@@ -756,6 +767,9 @@ func (s *Server) editInlineBotMessage(srv *tgtest.Server, req *tgtest.Request, r
 	}
 	if hasText {
 		m.Text, m.Entities = r.Message, r.Entities
+	}
+	if md != nil {
+		m.Media = md
 	}
 	m.Buttons = ev.Buttons
 	m.Edited = now

@@ -78,7 +78,8 @@ type Event struct {
 	// Action.
 	Draft  *DraftInfo
 	Action tg.SendMessageActionClass
-	// Media is the uploaded file of an Upload.
+	// Media is the uploaded file of an Upload, of an InlineEdit that sets
+	// media, or of a messages.uploadMedia Call.
 	Media *Media
 	// QueryID of a Toast or GuestResult; Alert and URL of a Toast.
 	QueryID int64
