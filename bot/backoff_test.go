@@ -36,7 +36,9 @@ func TestPreviewEditBackoff(t *testing.T) {
 	pv := e.preview(since, e.group, m.ID)
 	e.srv.FailNext(tg.MessagesEditMessageRequestTypeID, 5, faketg.RPCError("MESSAGE_ID_INVALID"))
 
-	edit := func(ev faketg.Event) bool { return ev.Kind == faketg.Edit && ev.Chat == e.group && ev.MsgID == pv.MsgID }
+	edit := func(ev faketg.Event) bool {
+		return ev.Kind == faketg.Edit && ev.Chat == e.group && ev.MsgID == pv.MsgID
+	}
 	last := pv.Seq
 	// The waits after the preview was sent: the group pace (4 s), the same
 	// after the first failure, then doubled; from 30 s on the group pace is
