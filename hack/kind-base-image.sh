@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the base of the kind node image without pulling anything, and prints
 # its tag: a Debian minbase rootfs from debootstrap (mirror taken from this
-# machine's apt sources) with systemd, containerd, runc and the CNI plugins,
-# plus what kind's own images/base/Dockerfile adds: kind's files from the kind
-# module, the systemd clean-up, cri-base.json, the enabled units. On top:
+# machine's apt sources) with systemd, runc and the CNI plugins; containerd 2
+# from hack/containerd.sh (Debian's 1.6 leaves an interrupted `kubectl exec`
+# running); plus what kind's own images/base/Dockerfile adds: kind's files from
+# the kind module, the systemd clean-up, cri-base.json, the enabled units. On top:
 #   - the runtime wrapper (hack/runc-wrapper.sh) as containerd's runc binary,
 #     so privileged pods run in a node whose bounding set lacks capabilities;
 #   - the kubelet flag --fail-cgroupv1=false (cgroup v1 hosts);
@@ -18,12 +19,13 @@ PACKAGES=(
   conntrack iptables nftables iproute2 ethtool util-linux mount kmod
   libseccomp2 pigz fuse-overlayfs e2fsprogs
   bash ca-certificates curl jq procps
-  containerd runc containernetworking-plugins
+  runc containernetworking-plugins
 )
 POD_SUBNET="${POD_SUBNET:-10.244.0.0/24}"
 WRAPPER=/usr/local/sbin/shelljob-runc
 
-key="${DEBIAN_SUITE}-${KIND_VERSION}-$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}/runc-wrapper.sh")"
+# (hack/containerd.sh's output directory is keyed by the same version and recipe.)
+key="${DEBIAN_SUITE}-${KIND_VERSION}-$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}/runc-wrapper.sh" "${HACK_DIR}/containerd.sh" <(echo "${CONTAINERD_VERSION}"))"
 tag="shelljob/kind-base:${key}"
 
 debootstrap_rootfs() {
@@ -61,12 +63,12 @@ kind_files() {
   systemctl --root="${r}" mask systemd-binfmt.service >/dev/null 2>&1
   install -d "${r}/etc/kubernetes/manifests"
 
-  # Debian's paths where kind expects its own builds.
-  ln -sf /usr/bin/containerd "${r}/usr/local/bin/containerd"
+  # containerd where kind's unit expects it; Debian's CNI plugins where kind's config expects them.
+  install -m 0755 "${containerd}"/containerd "${containerd}"/containerd-shim-runc-v2 "${containerd}"/ctr "${r}/usr/local/bin/"
   install -d "${r}/opt/cni/bin"
   local p
   for p in "${r}"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "${p}")" "${r}/opt/cni/bin/"; done
-  chroot "${r}" ctr oci spec |
+  chroot "${r}" /usr/local/bin/ctr oci spec |
     jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
     jq 'del(.process.rlimits)' > "${r}/etc/containerd/cri-base.json"
 }
@@ -92,6 +94,7 @@ import_rootfs() {
 
 build() {
   apt_install debootstrap jq
+  containerd="$("${HACK_DIR}/containerd.sh")"
   rootfs="${SHELLJOB_CACHE}/rootfs/kind-base-${key}"
   rm -rf "${rootfs}"
   mkdir -p "${rootfs}" "${SHELLJOB_CACHE}/logs"
