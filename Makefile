@@ -89,6 +89,10 @@ kind-up: $(KIND) ## Create the shelljob kind cluster offline, with the project's
 kind-down: $(KIND) ## Delete the shelljob kind cluster (images stay cached).
 	@KIND=$(KIND) hack/kind-down.sh
 
+.PHONY: kind-check
+kind-check: ## Check the kind cluster: node, CoreDNS, worker and privileged pods, an interrupted kubectl exec.
+	@KUBECTL=$(LOCALBIN)/kubectl hack/kind-check.sh
+
 ##@ Deploy
 
 # DEPLOY_CONTEXT is the kubeconfig context to deploy to; the current one when empty.

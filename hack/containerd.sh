@@ -26,6 +26,7 @@ patched_copy() {
 }
 
 build() {
+  apt_install patch
   rm -rf "${src}"
   mkdir -p "${src}" "${bin}"
   local ctrd="github.com/containerd/containerd/v2@${CONTAINERD_VERSION}" streaming
