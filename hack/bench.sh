@@ -138,6 +138,7 @@ section_cluster() {
     "start latency p50 (ms)|start_p50|start_base_p50" \
     "start latency p95 (ms)|start_p95|start_base_p95" \
     "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
+    "  of it, bytes the reader got (MiB/s)|throughput_delivered|throughput_base" \
     "stop latency p50 (ms)|stop_p50|stop_base_p50"; do
     IFS='|' read -r label ours base <<< "${row}"
     ours="$(bench "${ours}")" base="$(bench "${base}")"
@@ -151,6 +152,8 @@ section_cluster() {
       printf '%-40s %12s %14s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
     fi
   done
+  echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
+  echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
   echo
 }
 
