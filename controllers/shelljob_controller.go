@@ -56,6 +56,9 @@ const (
 	// factsRecheck is how soon an idle timeout is looked at again while
 	// the worker's stream has not reported the job yet.
 	factsRecheck = 2 * time.Second
+	// agentCallTimeout bounds a Start or a Signal: a worker that hangs
+	// must not hold a reconcile worker, which other pools need too.
+	agentCallTimeout = 30 * time.Second
 )
 
 // ShellJobReconciler runs each ShellJob through its life: it numbers the
@@ -78,7 +81,7 @@ type ShellJobReconciler struct {
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles bounds the passes that run at once: a pass
-	// may wait on an exec into a worker. Defaults to 8.
+	// may wait on an exec into a worker. Defaults to 16.
 	MaxConcurrentReconciles int
 
 	assumed *assumptions
@@ -352,7 +355,9 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	}
 	attempts := r.noteStart(job.UID)
 	key := client.ObjectKeyFromObject(pod)
-	resp, err := r.Agent.Start(ctx, key, agentapi.StartRequest{
+	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	resp, err := r.Agent.Start(callCtx, key, agentapi.StartRequest{
 		Job:      string(job.UID),
 		Command:  job.Spec.Command,
 		Stateful: shelljob.Mode(job) == shellv1alpha1.ModeStateful,
@@ -492,7 +497,9 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 		}
 		next = nextSignal[last.step.Signal]
 	}
-	resp, err := r.Agent.Signal(ctx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
+	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	defer cancel()
+	resp, err := r.Agent.Signal(callCtx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
 	if errors.Is(err, agentapi.ErrUnknownJob) {
 		return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s no longer knows the job", pod.Name))
 	}
@@ -710,7 +717,7 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 		r.WorkerImage = DefaultWorkerImage
 	}
 	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 8
+		r.MaxConcurrentReconciles = 16
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
