@@ -19,8 +19,7 @@ LOG_FILE="${SHELLJOB_CACHE}/logs/dockerd.log"
 engine_up() { docker info >/dev/null 2>&1; }
 
 wait_engine() {
-  local i
-  for i in $(seq 1 120); do
+  for _ in $(seq 1 120); do
     engine_up && return 0
     sleep 0.5
   done

@@ -51,11 +51,11 @@ YAML
 
 # interrupt POD: SIGINT to a kubectl exec of `sleep 100`, then no sleep may be left.
 interrupt() {
-  local pod="$1" pid i
+  local pod="$1" pid
   # A background job of a script ignores SIGINT unless told otherwise.
   env --default-signal=INT "${KUBECTL}" --context "${context}" -n "${ns}" exec "${pod}" -- sh -c 'sleep 100' &
   pid=$!
-  for i in $(seq 1 20); do
+  for _ in $(seq 1 20); do
     kubectl -n "${ns}" exec "${pod}" -- ps -eo args | grep -qx 'sleep 100' && break
     sleep 0.5
   done
@@ -65,7 +65,7 @@ interrupt() {
   wait "${pid}" || rc=$?
   log "${pod}: kubectl exec ended $((SECONDS - t)) s after SIGINT (exit ${rc})"
   (( SECONDS - t < 10 )) || die "kubectl exec did not stop on SIGINT"
-  for i in $(seq 1 20); do
+  for _ in $(seq 1 20); do
     # Nothing of it may be left, not even a zombie (PID 1, the agent, reaps).
     if ! kubectl -n "${ns}" exec "${pod}" -- ps -eo args | grep -q 'sleep'; then
       log "${pod}: after SIGINT to kubectl: $(kubectl -n "${ns}" exec "${pod}" -- ps -eo pid,args | tr -s ' \n' ' ')"

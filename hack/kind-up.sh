@@ -26,7 +26,12 @@ link_kubectl() {
 
 node_image() { node_image="$("${HACK_DIR}/kind-node-image.sh")"; }
 
-project_images() { mapfile -t images < <("${HACK_DIR}/images.sh"); }
+project_images() {
+  local out
+  out="$("${HACK_DIR}/images.sh")"
+  images=()
+  [[ -z "${out}" ]] || mapfile -t images <<<"${out}"
+}
 
 cluster_config() {
   cat <<YAML
@@ -48,9 +53,8 @@ YAML
 # answers: the API server of a running node answers within 60 s (a node
 # container that the engine restarts after a reboot needs a moment).
 answers() {
-  local i
   "${KIND}" export kubeconfig --name "${KIND_CLUSTER}" >/dev/null 2>&1 || return 1
-  for i in $(seq 1 30); do
+  for _ in $(seq 1 30); do
     kubectl get --raw /readyz >/dev/null 2>&1 && return 0
     sleep 2
   done
