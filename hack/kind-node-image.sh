@@ -18,14 +18,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "${HACK_DIR}/docker-engine.sh"
 
-# The inputs. Each script prints a directory keyed by its own version and recipe.
-kube="$("${HACK_DIR}/kube-binaries.sh")"
-etcd="$("${HACK_DIR}/etcd.sh")"
-coredns="$("${HACK_DIR}/coredns.sh")"
-crictl="$("${HACK_DIR}/crictl.sh")"
+# The inputs: the recipes of every part, and their versions (each build script
+# keys its output by its own recipe and version, so this names them all). The
+# tag is known before anything is built.
 base="$("${HACK_DIR}/kind-base-image.sh" --tag)"
-
-key="$(recipe_hash "${BASH_SOURCE[0]}" <(echo "${base} ${kube} ${etcd} ${coredns} ${crictl}"))"
+key="$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}"/{kube-binaries,etcd,coredns,crictl}.sh \
+  <(echo "${base} ${KUBE_VERSION} ${ETCD_VERSION} ${COREDNS_VERSION} ${CRICTL_VERSION}"))"
 tag="${KIND_NODE_REPO}:${KUBE_VERSION}-${key}"
 
 # kubeadm's image list, e.g. registry.k8s.io/coredns/coredns:v1.14.6.
@@ -128,8 +126,7 @@ YAML
   node_exec sed -i "s|sandbox_image = .*|sandbox_image = \"${pause_image}\"|" /etc/containerd/config.toml
 
   node_exec sh -c 'containerd >/var/log/containerd-build.log 2>&1 &'
-  local i
-  for i in $(seq 1 60); do node_exec ctr version >/dev/null 2>&1 && break; sleep 0.5; done
+  for _ in $(seq 1 60); do node_exec ctr version >/dev/null 2>&1 && break; sleep 0.5; done
   local img
   for img in "${images[@]}"; do
     docker save "${img}" | docker exec -i "${node}" ctr -n k8s.io images import --all-platforms --no-unpack --digests - >/dev/null
@@ -148,6 +145,10 @@ YAML
 }
 
 build() {
+  kube="$("${HACK_DIR}/kube-binaries.sh")"
+  etcd="$("${HACK_DIR}/etcd.sh")"
+  coredns="$("${HACK_DIR}/coredns.sh")"
+  crictl="$("${HACK_DIR}/crictl.sh")"
   base="$("${HACK_DIR}/kind-base-image.sh")"
   images=()
   step "kind node: component images (kubeadm's names)" component_images
