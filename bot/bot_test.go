@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/gotd/td/telegram/updates"
 	"k8s.io/utils/clock"
 
 	"shelljob.dev/shelljob/bot"
@@ -51,6 +52,7 @@ func (e *env) startBot() func() {
 		Token: e.srv.BotToken(), AppID: 17349, AppHash: "test",
 		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
 		Ready: func() { once.Do(func() { close(ready) }) },
+		State: e.opts.state,
 	})
 	e.bot.SetTelegram(client.API)
 	runCtx, stopRun := context.WithCancel(e.ctx)
@@ -82,6 +84,8 @@ type envOptions struct {
 	wrap func(bot.Cluster) bot.Cluster
 	// clock, when set, is the bot's clock.
 	clock clock.WithTicker
+	// state, when set, is the updates state, kept across restarts.
+	state updates.StateStorage
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

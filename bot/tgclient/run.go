@@ -3,6 +3,7 @@ package tgclient
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,7 @@ type Client struct {
 	opts   Options
 	client *telegram.Client
 	gaps   *updates.Manager
+	gate   *startGate
 	disp   tg.UpdateDispatcher
 	API    *API
 }
@@ -63,16 +65,17 @@ func New(b *bot.Bot, o Options) *Client {
 	}
 	c := &Client{opts: o, disp: tg.NewUpdateDispatcher()}
 	c.gaps = updates.New(updates.Config{Handler: c.disp, Storage: o.State})
+	c.gate = &startGate{next: c.gaps, hold: true, log: o.Log}
 	waiter := floodwait.NewSimpleWaiter().WithMaxRetries(10).WithMaxWait(time.Minute)
 	c.client = telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
 		SessionStorage: o.Session,
-		UpdateHandler:  c.gaps,
+		UpdateHandler:  c.gate,
 		DC:             o.DC,
 		DCList:         o.DCList,
 		PublicKeys:     o.PublicKeys,
 		Middlewares: []telegram.Middleware{
 			waiter,
-			updhook.UpdateHook(c.gaps.Handle),
+			updhook.UpdateHook(c.gate.Handle),
 			updhook.AffectedHook(c.gaps),
 		},
 	})
@@ -107,6 +110,11 @@ func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
 			}
 		}
 		b.SetNames(self.Username, aliases)
+		if !c.savedState(ctx, self.ID) {
+			// A fresh state starts after everything that came so far:
+			// the held updates are handled as they are, once.
+			c.gate.release(ctx)
+		}
 		var cmds []tg.BotCommand
 		for _, cmd := range bot.Commands {
 			cmds = append(cmds, tg.BotCommand{Command: cmd.Command, Description: cmd.Description})
@@ -121,13 +129,70 @@ func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
 		}
 		return c.gaps.Run(ctx, c.client.API(), self.ID, updates.AuthOptions{
 			IsBot: true,
-			OnStart: func(context.Context) {
+			OnStart: func(ctx context.Context) {
+				// The manager has its state; it runs once this returns.
+				go c.gate.release(ctx)
 				if c.opts.Ready != nil {
 					c.opts.Ready()
 				}
 			},
 		})
 	})
+}
+
+// savedState tells whether the updates state of the bot is stored, so that
+// the manager starts from it and fetches what came after it.
+func (c *Client) savedState(ctx context.Context, self int64) bool {
+	if c.opts.State == nil {
+		return false
+	}
+	_, found, err := c.opts.State.GetState(ctx, self)
+	return err == nil && found
+}
+
+// startGate stands between the connection and the updates manager while
+// the bot starts. Until the manager has its state, it hands updates
+// straight to the handler; with a saved state its startup getDifference
+// then brings the same updates again, and a command would run twice. So
+// with a saved state the gate holds the updates until the manager runs
+// and then gives them to it, which drops those it already fetched (by
+// pts). With a fresh state the gate opens at once: the manager's state
+// starts after them, so they are handled as they come, once.
+type startGate struct {
+	next telegram.UpdateHandler
+	log  logr.Logger
+
+	mu   sync.Mutex
+	hold bool
+	held []tg.UpdatesClass
+}
+
+// Handle implements telegram.UpdateHandler.
+func (g *startGate) Handle(ctx context.Context, u tg.UpdatesClass) error {
+	g.mu.Lock()
+	if g.hold {
+		g.held = append(g.held, u)
+		g.mu.Unlock()
+		return nil
+	}
+	g.mu.Unlock()
+	return g.next.Handle(ctx, u)
+}
+
+// release passes the held updates on, in order, and lets the next ones
+// through.
+func (g *startGate) release(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.hold {
+		return
+	}
+	for _, u := range g.held {
+		if err := g.next.Handle(ctx, u); err != nil {
+			g.log.Error(err, "Could not handle an update held during the startup")
+		}
+	}
+	g.held, g.hold = nil, false
 }
 
 // register routes the updates to b.
