@@ -1,11 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -103,4 +108,29 @@ func writeKubeconfig(e *envtest.Environment) (string, error) {
 func rootDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Main starts the API server into *env, runs the tests and stops it. Call it
+// from TestMain; it does not return.
+func Main(m *testing.M, env **Env) {
+	var err error
+	if *env, err = Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := (*env).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// Namespace creates a namespace of its own for one test, named from prefix.
+func (e *Env) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return obj.Name
 }
