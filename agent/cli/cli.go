@@ -86,6 +86,7 @@ type env struct {
 	spoolDir string
 	socket   string
 	protocol int
+	job      string
 }
 
 // flags starts the subcommand's flag set with the common flags.
@@ -119,11 +120,24 @@ func (e *env) parse(args []string) (*agent.Client, error) {
 	return agent.NewClient(e.socket), nil
 }
 
-func needJob(job string) error {
-	if job == "" {
-		return usageError{errors.New("--job is required")}
+// jobFlags is flags for a subcommand that acts on one job: it adds --job.
+func (e *env) jobFlags() *flag.FlagSet {
+	fs := e.flags()
+	fs.StringVar(&e.job, "job", "", "the job")
+	return fs
+}
+
+// parseJob is parse for a subcommand started with jobFlags: --job is
+// required.
+func (e *env) parseJob(args []string) (*agent.Client, error) {
+	c, err := e.parse(args)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if e.job == "" {
+		return nil, usageError{errors.New("--job is required")}
+	}
+	return c, nil
 }
 
 // context ends on SIGINT or SIGTERM, and with watchStdin when stdin closes:
@@ -214,14 +228,10 @@ func start(e *env, args []string) error {
 }
 
 func signalCmd(e *env, args []string) error {
-	fs := e.flags()
-	job := fs.String("job", "", "the job")
+	fs := e.jobFlags()
 	sig := fs.String("signal", "", "INT, TERM or KILL")
-	c, err := e.parse(args)
+	c, err := e.parseJob(args)
 	if err != nil {
-		return err
-	}
-	if err := needJob(*job); err != nil {
 		return err
 	}
 	s := agentapi.Signal(strings.TrimPrefix(strings.ToUpper(*sig), "SIG"))
@@ -232,7 +242,7 @@ func signalCmd(e *env, args []string) error {
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	resp, err := c.Signal(ctx, *job, s)
+	resp, err := c.Signal(ctx, e.job, s)
 	if err != nil {
 		return err
 	}
@@ -240,19 +250,15 @@ func signalCmd(e *env, args []string) error {
 }
 
 func stop(e *env, args []string) error {
-	fs := e.flags()
-	job := fs.String("job", "", "the job")
+	fs := e.jobFlags()
 	step := fs.Duration("step", agent.StopStep, "time between the signals")
-	c, err := e.parse(args)
+	c, err := e.parseJob(args)
 	if err != nil {
-		return err
-	}
-	if err := needJob(*job); err != nil {
 		return err
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	return c.Stop(ctx, *job, *step, func(sig agentapi.Signal, r agentapi.SignalResponse) {
+	return c.Stop(ctx, e.job, *step, func(sig agentapi.Signal, r agentapi.SignalResponse) {
 		_ = e.printJSON(struct {
 			Signal agentapi.Signal `json:"signal"`
 			agentapi.SignalResponse
@@ -276,16 +282,12 @@ func events(e *env, args []string) error {
 }
 
 func follow(e *env, args []string) error {
-	fs := e.flags()
-	job := fs.String("job", "", "the job")
+	fs := e.jobFlags()
 	offset := fs.Int64("offset", 0, "the byte offset to follow from")
 	framed := fs.Bool("framed", false, "write the framed follow stream")
 	watch := fs.Bool("watch-stdin", false, "end when stdin closes")
-	c, err := e.parse(args)
+	c, err := e.parseJob(args)
 	if err != nil {
-		return err
-	}
-	if err := needJob(*job); err != nil {
 		return err
 	}
 	if *offset < 0 {
@@ -294,38 +296,32 @@ func follow(e *env, args []string) error {
 	ctx, cancel := e.context(*watch)
 	defer cancel()
 	if *framed {
-		return c.FollowFrames(ctx, *job, *offset, e.stdout)
+		return c.FollowFrames(ctx, e.job, *offset, e.stdout)
 	}
-	_, err = c.Follow(ctx, *job, *offset, e.stdout)
+	_, err = c.Follow(ctx, e.job, *offset, e.stdout)
 	return err
 }
 
 func putFiles(e *env, args []string) error {
-	fs := e.flags()
-	job := fs.String("job", "", "the job")
-	c, err := e.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := needJob(*job); err != nil {
-		return err
-	}
-	ctx, cancel := e.context(false)
-	defer cancel()
-	return c.PutFiles(ctx, *job, e.stdin)
+	return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error {
+		return c.PutFiles(ctx, job, e.stdin)
+	})
 }
 
 func getFiles(e *env, args []string) error {
-	fs := e.flags()
-	job := fs.String("job", "", "the job")
-	c, err := e.parse(args)
+	return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error {
+		return c.GetFiles(ctx, job, e.stdout)
+	})
+}
+
+// onJob runs a subcommand whose only flag of its own is --job.
+func onJob(e *env, args []string, do func(ctx context.Context, c *agent.Client, job string) error) error {
+	e.jobFlags()
+	c, err := e.parseJob(args)
 	if err != nil {
-		return err
-	}
-	if err := needJob(*job); err != nil {
 		return err
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	return c.GetFiles(ctx, *job, e.stdout)
+	return do(ctx, c, e.job)
 }
