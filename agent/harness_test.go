@@ -5,30 +5,19 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"shelljob.dev/shelljob/agent"
-	"shelljob.dev/shelljob/agent/cli"
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
-// asAgent makes the test binary run as shelljob-agent: the daemon reaps
-// every child of its process, so it runs apart from the tests.
-const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asAgent) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { agenttest.Main(m) }
 
 // Generous bounds: tests assert behaviour, not speed, on a shared machine.
 const (
@@ -36,40 +25,14 @@ const (
 	waitShort = 10 * time.Second
 )
 
-// syncBuffer is a bytes.Buffer for a writer and readers in other goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type daemon struct {
-	t     testing.TB
-	dir   string
-	home  string
-	args  []string
-	cmd   *exec.Cmd
-	logs  *syncBuffer
-	c     *agent.Client
-	ended chan struct{}
-}
-
-func needZsh(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
-	}
+	t    testing.TB
+	dir  string
+	home string
+	args []string
+	p    *agenttest.Process
+	logs *agenttest.SyncBuffer
+	c    *agent.Client
 }
 
 // startDaemon runs a daemon on a fresh spool directory, with extra flags.
@@ -77,69 +40,32 @@ func startDaemon(t *testing.T, extra ...string) *daemon { return startDaemonB(t,
 
 func startDaemonB(t testing.TB, extra ...string) *daemon {
 	t.Helper()
-	needZsh(t)
-	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &syncBuffer{}}
+	agenttest.NeedZsh(t)
+	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &agenttest.SyncBuffer{}}
 	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
-	d.run()
 	t.Cleanup(func() {
-		d.stop()
 		if t.Failed() {
 			t.Logf("agent log:\n%s", d.logs.String())
 		}
 	})
+	d.run()
 	return d
 }
 
+// run starts the daemon, first or again after stop or crash.
 func (d *daemon) run() {
 	d.t.Helper()
-	d.cmd = exec.Command(os.Args[0], d.args...)
-	d.cmd.Env = append(os.Environ(), asAgent+"=1")
-	d.cmd.Stderr = d.logs
-	if err := d.cmd.Start(); err != nil {
-		d.t.Fatal(err)
-	}
-	d.ended = make(chan struct{})
-	go func() {
-		_ = d.cmd.Wait()
-		close(d.ended)
-	}()
-	deadline := time.Now().Add(waitShort)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := d.c.Ping(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("agent not answering: %v\n%s", err, d.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd := agenttest.Command(d.args...)
+	cmd.Stderr = d.logs
+	d.p = agenttest.Start(d.t, cmd, agent.SocketPath(d.dir))
 }
 
 // stop ends the daemon as a pod's deletion would.
-func (d *daemon) stop() {
-	select {
-	case <-d.ended:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.ended:
-	case <-time.After(waitShort):
-		_ = d.cmd.Process.Kill()
-		<-d.ended
-	}
-}
+func (d *daemon) stop() { d.p.Stop() }
 
 // crash ends the daemon without letting it stop anything.
-func (d *daemon) crash() {
-	_ = d.cmd.Process.Kill()
-	<-d.ended
-}
+func (d *daemon) crash() { d.p.Kill() }
 
 func ctxFor(t testing.TB, timeout time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -5,66 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/agent/cli"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
-const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asAgent) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
-// serve runs the daemon, as its own process, on a fresh spool directory.
-func serve(t *testing.T, extra ...string) string {
-	t.Helper()
-	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], append([]string{"--spool-dir", dir}, extra...)...)
-	cmd.Env = append(os.Environ(), asAgent+"=1")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(ended)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-ended:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for run(t, dir, "", "ping").code != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("agent not answering")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return dir
-}
+func TestMain(m *testing.M) { agenttest.Main(m) }
 
 type result struct {
 	code           int
@@ -81,7 +32,7 @@ func run(t *testing.T, dir, stdin string, args ...string) result {
 }
 
 func TestSubcommands(t *testing.T) {
-	dir := serve(t, "--head-bytes=10", "--tail-bytes=10", "--chunk-bytes=4")
+	dir := agenttest.Serve(t, "--head-bytes=10", "--tail-bytes=10", "--chunk-bytes=4")
 
 	r := run(t, dir, `{"job":"j1","command":"seq 1 20"}`, "start")
 	var resp agentapi.StartResponse
@@ -120,7 +71,7 @@ func TestSubcommands(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	dir := serve(t)
+	dir := agenttest.Serve(t)
 	tests := []struct {
 		name  string
 		stdin string
@@ -161,7 +112,7 @@ func TestExitCodes(t *testing.T) {
 // TestEventsEndWithStdin: an events subcommand whose exec went away (its
 // stdin closed) ends instead of lingering in the pod.
 func TestEventsEndWithStdin(t *testing.T) {
-	dir := serve(t)
+	dir := agenttest.Serve(t)
 	c := agent.NewClient(agent.SocketPath(dir))
 	if _, err := c.Start(context.Background(), agentapi.StartRequest{Job: "j", Command: "true"}); err != nil {
 		t.Fatal(err)

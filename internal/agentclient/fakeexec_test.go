@@ -1,17 +1,13 @@
 package agentclient
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,69 +15,25 @@ import (
 	"k8s.io/apimachinery/pkg/util/remotecommand"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
-	"shelljob.dev/shelljob/agent"
-	"shelljob.dev/shelljob/agent/cli"
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
-// asAgent makes the test binary run as shelljob-agent.
-const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asAgent) == "1" {
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { agenttest.Main(m) }
 
 const waitLong = 60 * time.Second
 
 // agentProcess runs the test binary as the agent with args, on spoolDir.
 func agentProcess(spoolDir string, args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asAgent+"=1", agentapi.SpoolDirEnv+"="+spoolDir)
+	cmd := agenttest.Command(args...)
+	cmd.Env = append(cmd.Env, agentapi.SpoolDirEnv+"="+spoolDir)
 	return cmd
 }
 
 // startDaemon runs a daemon for one fake pod and returns its spool dir.
 func startDaemon(t *testing.T, extra ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
-	}
-	dir := t.TempDir()
-	var logs bytes.Buffer
-	cmd := agentProcess(dir, append([]string{"serve", "-v", "1"}, extra...)...)
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(ended)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-ended:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-ended
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
-	c := agent.NewClient(agent.SocketPath(dir))
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("agent not answering")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return dir
+	return agenttest.Serve(t, append([]string{"-v", "1"}, extra...)...)
 }
 
 // fakeExec is the exec endpoint of an API server, over WebSocket (v5) only:

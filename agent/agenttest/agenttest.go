@@ -1,0 +1,142 @@
+package agenttest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/cli"
+)
+
+// asAgent, set to 1, makes the test binary run as shelljob-agent.
+const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
+
+// wait bounds the start and the stop of a daemon.
+const wait = 10 * time.Second
+
+// Main is a TestMain: in a process started by Command it runs the agent's
+// command line, otherwise the tests.
+func Main(m *testing.M) {
+	if os.Getenv(asAgent) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Command runs the test binary as shelljob-agent with args. Its Env is set:
+// append to it, do not replace it.
+func Command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asAgent+"=1")
+	return cmd
+}
+
+// NeedZsh fails the test when zsh, the shell of the jobs, is missing.
+func NeedZsh(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
+	}
+}
+
+// Serve runs a daemon on a fresh spool directory, with args after
+// "serve --spool-dir DIR", until the end of the test, and returns the
+// directory. The daemon's log is in the test's output if the test fails.
+func Serve(t testing.TB, args ...string) string {
+	t.Helper()
+	NeedZsh(t)
+	dir := t.TempDir()
+	logs := &SyncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	cmd := Command(append([]string{"serve", "--spool-dir", dir}, args...)...)
+	cmd.Stderr = logs
+	Start(t, cmd, agent.SocketPath(dir))
+	return dir
+}
+
+// Process is a daemon started by Start.
+type Process struct {
+	cmd   *exec.Cmd
+	ended chan struct{}
+}
+
+// Start starts cmd, a daemon made by Command, and waits until it answers
+// on socket. The daemon is stopped at the end of the test, if not before.
+func Start(t testing.TB, cmd *exec.Cmd, socket string) *Process {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{cmd: cmd, ended: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.ended)
+	}()
+	t.Cleanup(p.Stop)
+	c := agent.NewClient(socket)
+	deadline := time.Now().Add(wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not answering: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop ends the daemon as a pod's deletion would: SIGTERM, then SIGKILL if
+// it has not ended within 10 s. It returns once the daemon has ended.
+func (p *Process) Stop() {
+	select {
+	case <-p.ended:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.ended:
+	case <-time.After(wait):
+		_ = p.cmd.Process.Kill()
+		<-p.ended
+	}
+}
+
+// Kill ends the daemon without letting it stop anything, as a crash would.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.ended
+}
+
+// SyncBuffer is a bytes.Buffer for a writer and readers in other
+// goroutines, such as a daemon's stderr.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
