@@ -86,8 +86,7 @@ func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 	md, ferr := s.inputMedia(r.Media)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	if ev.Err == nil && ferr != nil {
 		ev.Err = ferr
 	}
@@ -125,8 +124,7 @@ func (s *Server) uploadMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Mess
 	md, ferr := s.inputMedia(r.Media)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	if _, self := r.Peer.(*tg.InputPeerSelf); !self {
 		if _, err := s.peerLocked(r.Peer); err != nil {
 			ev.Err = err

@@ -87,8 +87,7 @@ func (s *Server) serve(srv *tgtest.Server, req *tgtest.Request) error {
 		s.mu.Lock()
 		ferr := s.takeFaultLocked(id, obj)
 		if ferr != nil {
-			ev := s.describeLocked(obj)
-			ev.Time = now
+			ev := s.describeLocked(obj, now)
 			ev.Err = ferr
 			s.recordLocked(ev)
 		}
@@ -363,10 +362,10 @@ func (s *Server) getChannelDifference(srv *tgtest.Server, req *tgtest.Request, r
 	})
 }
 
-// describeLocked fills the Event fields that come from a request alone.
-// s.mu must be held.
-func (s *Server) describeLocked(obj bin.Object) Event {
-	ev := Event{Kind: Call, Request: obj}
+// describeLocked is the Event of a request served at now, with the fields
+// that come from the request alone. s.mu must be held.
+func (s *Server) describeLocked(obj bin.Object, now time.Time) Event {
+	ev := Event{Time: now, Kind: Call, Request: obj}
 	if t, ok := obj.(interface{ TypeID() uint32 }); ok {
 		ev.Method = methodName(t.TypeID())
 	}
@@ -383,6 +382,11 @@ func (s *Server) describeLocked(obj bin.Object) Event {
 			ev.TopMsgID = h.TopMsgID
 		}
 	}
+	markup := func(rm tg.ReplyMarkupClass) {
+		if rm != nil {
+			ev.HasMarkup, ev.Buttons = true, markupButtons(rm)
+		}
+	}
 	switch r := obj.(type) {
 	case *tg.MessagesSendMessageRequest:
 		ev.Kind = Send
@@ -390,27 +394,21 @@ func (s *Server) describeLocked(obj bin.Object) Event {
 		replyTo(r.ReplyTo)
 		ev.Text, ev.Entities = r.Message, r.Entities
 		ev.Silent, ev.NoWebpage = r.Silent, r.NoWebpage
-		if r.ReplyMarkup != nil {
-			ev.HasMarkup, ev.Buttons = true, markupButtons(r.ReplyMarkup)
-		}
+		markup(r.ReplyMarkup)
 	case *tg.MessagesEditMessageRequest:
 		ev.Kind = Edit
 		peer(r.Peer)
 		ev.MsgID = r.ID
 		ev.Text, ev.Entities = r.Message, r.Entities
 		ev.NoWebpage = r.NoWebpage
-		if r.ReplyMarkup != nil {
-			ev.HasMarkup, ev.Buttons = true, markupButtons(r.ReplyMarkup)
-		}
+		markup(r.ReplyMarkup)
 	case *tg.MessagesSendMediaRequest:
 		ev.Kind = Upload
 		peer(r.Peer)
 		replyTo(r.ReplyTo)
 		ev.Text, ev.Entities = r.Message, r.Entities
 		ev.Silent = r.Silent
-		if r.ReplyMarkup != nil {
-			ev.HasMarkup, ev.Buttons = true, markupButtons(r.ReplyMarkup)
-		}
+		markup(r.ReplyMarkup)
 	case *tg.MessagesSetTypingRequest:
 		peer(r.Peer)
 		ev.TopMsgID = r.TopMsgID
@@ -451,17 +449,13 @@ func (s *Server) describeLocked(obj bin.Object) Event {
 		if res, ok := r.Result.(*tg.InputBotInlineResult); ok {
 			if m, ok := res.SendMessage.(*tg.InputBotInlineMessageText); ok {
 				ev.Text, ev.Entities, ev.NoWebpage = m.Message, m.Entities, m.NoWebpage
-				if m.ReplyMarkup != nil {
-					ev.HasMarkup, ev.Buttons = true, markupButtons(m.ReplyMarkup)
-				}
+				markup(m.ReplyMarkup)
 			}
 		}
 	case *tg.MessagesEditInlineBotMessageRequest:
 		ev.Kind = InlineEdit
 		ev.Text, ev.Entities, ev.NoWebpage = r.Message, r.Entities, r.NoWebpage
-		if r.ReplyMarkup != nil {
-			ev.HasMarkup, ev.Buttons = true, markupButtons(r.ReplyMarkup)
-		}
+		markup(r.ReplyMarkup)
 		if id, ok := r.ID.(*tg.InputBotInlineMessageID64); ok {
 			ev.InlineID = id
 			if m, ok := s.inline[int64(id.ID)]; ok {
@@ -479,8 +473,7 @@ func (s *Server) sendMessage(srv *tgtest.Server, req *tgtest.Request, r *tg.Mess
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	switch {
 	case ev.Err != nil:
 	case strings.TrimSpace(r.Message) == "":
@@ -530,8 +523,7 @@ func (s *Server) editMessage(srv *tgtest.Server, req *tgtest.Request, r *tg.Mess
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	var m *Message
 	if ev.Err == nil {
 		m = ev.Chat.msgs[r.ID]
@@ -601,8 +593,7 @@ func (s *Server) deleteMessages(srv *tgtest.Server, req *tgtest.Request, r *tg.M
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	var ids []int
 	for _, id := range r.ID {
 		if m := s.commonMsgLocked(id); m != nil && !m.Deleted {
@@ -624,8 +615,7 @@ func (s *Server) channelsDeleteMessages(srv *tgtest.Server, req *tgtest.Request,
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	chat, err := s.channelLocked(r.Channel)
 	if err != nil {
 		ev.Err = err
@@ -652,8 +642,7 @@ func (s *Server) setTyping(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	if ev.Err == nil && ev.Kind == Draft && !s.draftsAllowedLocked(ev.Chat) {
 		ev.Err = ErrDraftRefused
 	}
@@ -675,8 +664,7 @@ func (s *Server) setBotCallbackAnswer(srv *tgtest.Server, req *tgtest.Request, r
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	q, ok := s.callbacks[r.QueryID]
 	switch {
 	case !ok:
@@ -697,8 +685,7 @@ func (s *Server) setBotCommands(srv *tgtest.Server, req *tgtest.Request, r *tg.B
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	s.commands = append([]tg.BotCommand(nil), r.Commands...)
 	s.recordLocked(ev)
 	return srv.SendBool(req, true)
@@ -708,8 +695,7 @@ func (s *Server) setBotGuestChatResult(srv *tgtest.Server, req *tgtest.Request, 
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	q, ok := s.queries[r.QueryID]
 	switch {
 	case !ok || q.answer != nil:
@@ -739,8 +725,7 @@ func (s *Server) editInlineBotMessage(srv *tgtest.Server, req *tgtest.Request, r
 	md, ferr := s.inlineMedia(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.describeLocked(r)
-	ev.Time = now
+	ev := s.describeLocked(r, now)
 	ev.Media = md
 	var m *Message
 	if ev.InlineID != nil {
