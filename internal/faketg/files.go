@@ -97,22 +97,20 @@ func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 		s.recordLocked(ev)
 		return ev.Err
 	}
-	s.nextFileID++
-	md.id, md.accessHash = s.nextFileID, s.nextFileID*31
-	s.media[md.id] = md
+	s.addMediaLocked(md)
 	ev.Media = md
-	m := &Message{
+	return s.sendLocked(srv, req, ev, &Message{
 		Chat: ev.Chat, Out: true, Text: r.Message, Entities: r.Entities,
 		ReplyTo: ev.ReplyTo, TopicID: ev.TopMsgID, Silent: r.Silent,
 		Buttons: ev.Buttons, Media: md, Date: now,
-	}
-	if m.TopicID == 0 && m.Chat.Kind == Forum && m.ReplyTo != 0 {
-		m.TopicID = s.topicOfLocked(m.Chat, m.ReplyTo)
-	}
-	upd := s.addMessageLocked(m)
-	ev.MsgID = m.ID
-	s.recordLocked(ev)
-	return srv.SendResult(req, s.sentResultLocked(m, upd, r.RandomID))
+	}, r.RandomID)
+}
+
+// addMediaLocked gives md a new ID and access hash and stores it.
+func (s *Server) addMediaLocked(md *Media) {
+	s.nextFileID++
+	md.id, md.accessHash = s.nextFileID, s.nextFileID*31
+	s.media[md.id] = md
 }
 
 // uploadMedia serves messages.uploadMedia: it stores a file the bot
@@ -138,9 +136,7 @@ func (s *Server) uploadMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Mess
 		return ev.Err
 	}
 	if md.id == 0 {
-		s.nextFileID++
-		md.id, md.accessHash = s.nextFileID, s.nextFileID*31
-		s.media[md.id] = md
+		s.addMediaLocked(md)
 	}
 	ev.Media = md
 	s.recordLocked(ev)

@@ -485,19 +485,21 @@ func (s *Server) sendMessage(srv *tgtest.Server, req *tgtest.Request, r *tg.Mess
 		s.recordLocked(ev)
 		return ev.Err
 	}
-	chat := ev.Chat
-	m := &Message{
-		Chat: chat, Out: true, Text: r.Message, Entities: r.Entities,
+	return s.sendLocked(srv, req, ev, &Message{
+		Chat: ev.Chat, Out: true, Text: r.Message, Entities: r.Entities,
 		ReplyTo: ev.ReplyTo, TopicID: ev.TopMsgID,
 		Silent: r.Silent, NoWebpage: r.NoWebpage, Buttons: ev.Buttons, Date: now,
-	}
-	if m.TopicID == 0 && chat.Kind == Forum && m.ReplyTo != 0 {
-		m.TopicID = s.topicOfLocked(chat, m.ReplyTo)
-	}
+	}, r.RandomID)
+}
+
+// sendLocked adds m, a message the bot sends, records ev, the event of its
+// request, and answers with the sent result.
+func (s *Server) sendLocked(srv *tgtest.Server, req *tgtest.Request, ev Event, m *Message, randomID int64) error {
+	s.setTopicLocked(m)
 	upd := s.addMessageLocked(m)
 	ev.MsgID = m.ID
 	s.recordLocked(ev)
-	return srv.SendResult(req, s.sentResultLocked(m, upd, r.RandomID))
+	return srv.SendResult(req, s.sentResultLocked(m, upd, randomID))
 }
 
 // sentResultLocked is the result of sending m: updateShortSentMessage in
@@ -594,13 +596,7 @@ func (s *Server) deleteMessages(srv *tgtest.Server, req *tgtest.Request, r *tg.M
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ev := s.describeLocked(r, now)
-	var ids []int
-	for _, id := range r.ID {
-		if m := s.commonMsgLocked(id); m != nil && !m.Deleted {
-			m.Deleted = true
-			ids = append(ids, id)
-		}
-	}
+	ids := markDeleted(r.ID, s.commonMsgLocked)
 	s.notifyLocked()
 	s.recordLocked(ev)
 	if len(ids) == 0 {
@@ -622,13 +618,7 @@ func (s *Server) channelsDeleteMessages(srv *tgtest.Server, req *tgtest.Request,
 		s.recordLocked(ev)
 		return err
 	}
-	var ids []int
-	for _, id := range r.ID {
-		if m := chat.msgs[id]; m != nil && !m.Deleted {
-			m.Deleted = true
-			ids = append(ids, id)
-		}
-	}
+	ids := markDeleted(r.ID, func(id int) *Message { return chat.msgs[id] })
 	s.recordLocked(ev)
 	if len(ids) == 0 {
 		return srv.SendResult(req, &tg.MessagesAffectedMessages{Pts: chat.pts, PtsCount: 0})
@@ -636,6 +626,19 @@ func (s *Server) channelsDeleteMessages(srv *tgtest.Server, req *tgtest.Request,
 	chat.pts += len(ids)
 	chat.history = append(chat.history, ptsEntry{pts: chat.pts, update: &tg.UpdateDeleteChannelMessages{ChannelID: chat.ID, Messages: ids, Pts: chat.pts, PtsCount: len(ids)}})
 	return srv.SendResult(req, &tg.MessagesAffectedMessages{Pts: chat.pts, PtsCount: len(ids)})
+}
+
+// markDeleted marks the messages of ids that get finds deleted, and returns
+// the ids of those that were not already.
+func markDeleted(ids []int, get func(int) *Message) []int {
+	var out []int
+	for _, id := range ids {
+		if m := get(id); m != nil && !m.Deleted {
+			m.Deleted = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (s *Server) setTyping(srv *tgtest.Server, req *tgtest.Request, r *tg.MessagesSetTypingRequest) error {

@@ -350,18 +350,14 @@ func (b *SendBuilder) Text(ctx context.Context, text string) (Message, error) {
 		Chat: b.chat, From: b.u, Text: text, Entities: ents,
 		ReplyTo: b.replyTo, TopicID: b.topic, Date: now, fwd: b.fwd, Forwarded: b.fwd != nil,
 	}
-	if b.chat.Kind == Forum && m.TopicID == 0 && m.ReplyTo != 0 {
-		m.TopicID = s.topicOfLocked(b.chat, m.ReplyTo)
-	}
+	s.setTopicLocked(m)
 	if b.chat.Kind == Private && b.chat.User != b.u {
 		s.mu.Unlock()
 		return Message{}, errors.Errorf("%s cannot write in %s", b.u, b.chat)
 	}
 	if md := b.media; md != nil {
 		c := *md
-		s.nextFileID++
-		c.id, c.accessHash = s.nextFileID, s.nextFileID*31
-		s.media[c.id] = &c
+		s.addMediaLocked(&c)
 		m.Media = &c
 	}
 	upd := s.addMessageLocked(m)

@@ -115,6 +115,14 @@ func (s *Server) commonMsgLocked(id int) *Message {
 	return s.box[id]
 }
 
+// setTopicLocked puts m, a reply in a forum that names no topic, in the
+// topic of the message it replies to.
+func (s *Server) setTopicLocked(m *Message) {
+	if m.TopicID == 0 && m.Chat.Kind == Forum && m.ReplyTo != 0 {
+		m.TopicID = s.topicOfLocked(m.Chat, m.ReplyTo)
+	}
+}
+
 // topicOfLocked is the forum topic of message id in chat (General if none).
 func (s *Server) topicOfLocked(c *Chat, id int) int {
 	if m := c.msgs[id]; m != nil && m.TopicID != 0 {
