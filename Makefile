@@ -58,8 +58,15 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest from sourc
 unit: envtest-assets ## The quick suite: unit, fuzz seeds and envtest, no cluster.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
 
+# Packages whose concurrency the race detector checks in `make test`.
+RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/...
+
+.PHONY: race
+race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent) under the race detector.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race $(RACE_PKGS)
+
 .PHONY: test
-test: lint unit e2e ## The whole suite: lint, unit and envtest, then end to end on kind.
+test: lint unit race e2e ## The whole suite: lint, unit and envtest, race, then end to end on kind.
 
 .PHONY: e2e
 e2e: ## End-to-end tests on the kind cluster (make kind-up).
