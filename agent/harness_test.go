@@ -144,27 +144,7 @@ func (d *daemon) waitEvent(timeout time.Duration, match func(agentapi.Event) boo
 // waitOutput follows the job until its output holds want.
 func (d *daemon) waitOutput(id, want string) {
 	d.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	w := &watchWriter{want: want, found: cancel}
-	_, err := d.c.Follow(ctx, id, 0, w)
-	if !strings.Contains(w.b.String(), want) {
-		d.t.Fatalf("output of %s is %q, never held %q (%v)", id, w.b.String(), want, err)
-	}
-}
-
-type watchWriter struct {
-	b     bytes.Buffer
-	want  string
-	found func()
-}
-
-func (w *watchWriter) Write(p []byte) (int, error) {
-	w.b.Write(p)
-	if strings.Contains(w.b.String(), w.want) {
-		w.found()
-	}
-	return len(p), nil
+	agenttest.WaitOutput(d.t, d.c, id, want)
 }
 
 func (d *daemon) jobFile(id, name string) string {

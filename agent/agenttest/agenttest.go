@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -120,6 +121,34 @@ func (p *Process) Stop() {
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.ended
+}
+
+// WaitOutput follows job with c until its output holds want, for a minute at
+// most, and fails the test if it never does.
+func WaitOutput(t testing.TB, c *agent.Client, job, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := &watchWriter{want: want, found: cancel}
+	_, err := c.Follow(ctx, job, 0, w)
+	if !strings.Contains(w.b.String(), want) {
+		t.Fatalf("output of %s is %q, never held %q (%v)", job, w.b.String(), want, err)
+	}
+}
+
+// watchWriter calls found once what it was written holds want.
+type watchWriter struct {
+	b     bytes.Buffer
+	want  string
+	found func()
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.found()
+	}
+	return len(p), nil
 }
 
 // SyncBuffer is a bytes.Buffer for a writer and readers in other

@@ -61,7 +61,7 @@ func TestSubcommands(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("start: %+v", r)
 	}
-	waitOutput(t, dir, "j2", "ready\n")
+	agenttest.WaitOutput(t, agent.NewClient(agent.SocketPath(dir)), "j2", "ready\n")
 	r = run(t, dir, "", "stop", "--job", "j2", "--step", "100ms")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.code != 0 || len(lines) < 2 || !strings.HasPrefix(lines[0], `{"signal":"INT","groupEmpty":false}`) ||
@@ -144,30 +144,4 @@ func TestEventsEndWithStdin(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("events did not end when stdin closed")
 	}
-}
-
-// waitOutput follows the job until its output holds want.
-func waitOutput(t *testing.T, dir, job, want string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w := &watch{want: want, found: cancel}
-	_, _ = agent.NewClient(agent.SocketPath(dir)).Follow(ctx, job, 0, w)
-	if !strings.Contains(w.b.String(), want) {
-		t.Fatalf("output of %s is %q, never held %q", job, w.b.String(), want)
-	}
-}
-
-type watch struct {
-	b     bytes.Buffer
-	want  string
-	found func()
-}
-
-func (w *watch) Write(p []byte) (int, error) {
-	w.b.Write(p)
-	if strings.Contains(w.b.String(), w.want) {
-		w.found()
-	}
-	return len(p), nil
 }
