@@ -327,6 +327,8 @@ func TestCaps(t *testing.T) {
 
 	r := d.start("stop", "trap 'seq 1 1000; exit 9' INT; echo ready; sleep 100; :", false)
 	waitProc(t, r.PGID, "sleep")
+	// Bytes still in the pipe when the stop lands count as written after it.
+	d.waitOutput("stop", "ready\n")
 	d.signal("stop", agentapi.SIGINT)
 	if got := code(t, d.exited("stop")); got != 9 {
 		t.Errorf("exit code %d, want 9", got)

@@ -50,27 +50,11 @@ func TestMain(m *testing.M) {
 		// A real agent daemon for the tests of realagent_test.go.
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	var err error
-	if env, err = testenv.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	os.Exit(code)
+	testenv.Main(m, &env)
 }
 
 // namespace makes a namespace of its own for one test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return obj.Name
-}
+func namespace(t *testing.T) string { return env.Namespace(t, "t") }
 
 // operator is one run of the operator, watching one namespace.
 type operator struct {
