@@ -233,6 +233,11 @@ func TestGuestShell(t *testing.T) {
 	if _, err := q.Answer(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Stop it once it runs: a stop that lands while the shell is still
+	// starting its command can miss SIGINT and end at SIGTERM (143).
+	e.wait(fin.Seq, "the second guest preview", func(ev faketg.Event) bool {
+		return ev.Kind == faketg.InlineEdit && strings.HasPrefix(ev.Text, "⏳ #2")
+	})
 	k, _ := e.admin.Guest(e.ctx, guest, "@shelljob_bot .k")
 	if m, _ := k.Answer(e.ctx); m.Text != "⏹ Stopping #2…" {
 		t.Errorf("@bot .k = %q", m.Text)
