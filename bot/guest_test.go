@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"shelljob.dev/shelljob/internal/utf16text"
+
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/internal/faketg"
 )
@@ -31,8 +33,8 @@ func TestGuestLongOutputFile(t *testing.T) {
 	if string(fin.Media.Data) != want {
 		t.Errorf("output.txt = %.40q… (%d bytes), want %d bytes", fin.Media.Data, len(fin.Media.Data), len(want))
 	}
-	if !strings.HasSuffix(fin.Text, "1999\n2000\n\nexit 0") || preview.Units(fin.Text) > preview.CaptionUnits {
-		t.Errorf("caption (%d units) = %q", preview.Units(fin.Text), fin.Text)
+	if !strings.HasSuffix(fin.Text, "1999\n2000\n\nexit 0") || utf16text.Len(fin.Text) > preview.CaptionUnits {
+		t.Errorf("caption (%d units) = %q", utf16text.Len(fin.Text), fin.Text)
 	}
 	if m, _ := e.srv.GuestAnswer(q.ID); m.Media == nil || m.Text != fin.Text {
 		t.Errorf("guest answer = %q, media %v", m.Text, m.Media != nil)

@@ -5,10 +5,10 @@ package preview
 
 import (
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/utf16text"
 )
 
 const (
@@ -27,55 +27,6 @@ const (
 	// as a .txt file rather than as text (the rule of discreet_send).
 	FileChars = 4000
 )
-
-// Units counts the UTF-16 units of s, as Telegram measures text.
-func Units(s string) int {
-	n := 0
-	for _, r := range s {
-		// An invalid byte ranges as U+FFFD: one unit.
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
-
-// Tail returns the longest end of s that has at most max UTF-16 units,
-// never cutting a character.
-func Tail(s string, max int) string {
-	if max <= 0 {
-		return ""
-	}
-	units := 0
-	i := len(s)
-	for i > 0 {
-		r, size := utf8.DecodeLastRuneInString(s[:i])
-		u := utf16.RuneLen(r)
-		if u < 0 {
-			u = 1
-		}
-		if units+u > max {
-			break
-		}
-		units += u
-		i -= size
-	}
-	return s[i:]
-}
-
-// Head returns the longest start of s that has at most max UTF-16 units.
-func Head(s string, max int) string {
-	units := 0
-	for i, r := range s {
-		u := utf16.RuneLen(r)
-		if u < 0 {
-			u = 1
-		}
-		if units+u > max {
-			return s[:i]
-		}
-		units += u
-	}
-	return s
-}
 
 // State is what a preview's header says of its job.
 type State int
@@ -109,8 +60,8 @@ func Header(n int64, s State, hint string) string {
 // Compose is a preview: the header, a blank line, the end of tail and the
 // cursor, within PreviewUnits.
 func Compose(header, tail string) string {
-	room := PreviewUnits - Units(header) - Units("\n\n") - Units(texts.Cursor)
-	return header + "\n\n" + Tail(Clean(tail), room) + texts.Cursor
+	room := PreviewUnits - utf16text.Len(header) - utf16text.Len("\n\n") - utf16text.Len(texts.Cursor)
+	return header + "\n\n" + utf16text.Tail(Clean(tail), room) + texts.Cursor
 }
 
 // Clean makes text safe to send: NUL, which Telegram does not keep in a
@@ -173,7 +124,7 @@ func IsLong(final string) bool {
 // fits one message.
 func LongHead(final string) string {
 	head := texts.LongFinalHead + "\n\n"
-	return head + Tail(final, MessageUnits-Units(head))
+	return head + utf16text.Tail(final, MessageUnits-utf16text.Len(head))
 }
 
 // Guest is a guest answer's final: the output, trimmed and cut to fit one
@@ -219,7 +170,7 @@ func guestText(output string, exitCode int, ran bool, stop Stop, room int) strin
 		return lines
 	}
 	if room >= 0 {
-		body = Tail(body, room-Units(lines)-2)
+		body = utf16text.Tail(body, room-utf16text.Len(lines)-2)
 	}
 	return body + "\n\n" + lines
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"shelljob.dev/shelljob/internal/utf16text"
+
 	"shelljob.dev/shelljob/bot/texts"
 )
 
@@ -18,7 +20,7 @@ func TestComposeFits(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := Header(3, Running, texts.StopHint)
 			got := Compose(h, tail)
-			if u := Units(got); u > PreviewUnits {
+			if u := utf16text.Len(got); u > PreviewUnits {
 				t.Fatalf("%d units, over %d", u, PreviewUnits)
 			}
 			if !strings.HasPrefix(got, "⏳ #3 · .k to stop\n\n") || !strings.HasSuffix(got, "▌") {
@@ -76,8 +78,8 @@ func TestLong(t *testing.T) {
 		t.Errorf("threshold is 4000 characters")
 	}
 	h := LongHead(strings.Repeat("😀", 4000))
-	if Units(h) > MessageUnits || !strings.HasPrefix(h, texts.LongFinalHead+"\n\n") {
-		t.Errorf("LongHead: %d units", Units(h))
+	if utf16text.Len(h) > MessageUnits || !strings.HasPrefix(h, texts.LongFinalHead+"\n\n") {
+		t.Errorf("LongHead: %d units", utf16text.Len(h))
 	}
 }
 
@@ -88,8 +90,8 @@ func TestGuest(t *testing.T) {
 	if got := Guest("", 0, false, StoppedByShutdown); got != texts.StoppedBeforeRunShutdown {
 		t.Errorf("Guest dropped = %q", got)
 	}
-	if got := Guest(strings.Repeat("x", 9000), 0, true, NotStopped); Units(got) > MessageUnits {
-		t.Errorf("Guest too long: %d", Units(got))
+	if got := Guest(strings.Repeat("x", 9000), 0, true, NotStopped); utf16text.Len(got) > MessageUnits {
+		t.Errorf("Guest too long: %d", utf16text.Len(got))
 	}
 }
 
@@ -105,8 +107,8 @@ func TestGuestLong(t *testing.T) {
 	if !ok {
 		t.Fatal("not long")
 	}
-	if Units(caption) > CaptionUnits || !strings.HasSuffix(caption, "end\n\nexit 3\n⏹ Stopped") {
-		t.Errorf("caption (%d units) = …%q", Units(caption), caption[max(0, len(caption)-40):])
+	if utf16text.Len(caption) > CaptionUnits || !strings.HasSuffix(caption, "end\n\nexit 3\n⏹ Stopped") {
+		t.Errorf("caption (%d units) = …%q", utf16text.Len(caption), caption[max(0, len(caption)-40):])
 	}
 	if file != out+"\n\nexit 3\n⏹ Stopped" {
 		t.Errorf("file = %.40q…", file)

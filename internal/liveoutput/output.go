@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"shelljob.dev/shelljob/internal/utf16text"
+
 	"shelljob.dev/shelljob/internal/termrender"
 )
 
@@ -207,7 +209,7 @@ func (o *Output) TailText(maxUTF16Units int, render bool) string {
 		}
 		text = termrender.Render(text)
 	}
-	return tailUTF16(text, maxUTF16Units)
+	return utf16text.Tail(text, maxUTF16Units)
 }
 
 // FinalText returns everything kept: stdout, then stderr, each decoded

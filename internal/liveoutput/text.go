@@ -117,22 +117,3 @@ func decodeEscape(p []byte) string {
 	}
 	return sb.String()
 }
-
-// tailUTF16 returns the end of text that fits in limit UTF-16 code units,
-// whole characters only.
-func tailUTF16(text string, limit int) string {
-	used, i := 0, len(text)
-	for i > 0 {
-		c, size := utf8.DecodeLastRuneInString(text[:i])
-		units := 1
-		if c >= 0x10000 {
-			units = 2
-		}
-		if used+units > limit {
-			break
-		}
-		used += units
-		i -= size
-	}
-	return text[i:]
-}
