@@ -3,7 +3,6 @@ package settings
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -153,23 +152,8 @@ func (s *ConfigMapStore) Set(ctx context.Context, user int64, p Prefs) error {
 		return err
 	}
 	key := strconv.FormatInt(user, 10)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cm corev1.ConfigMap
-		err := s.Client.Get(ctx, s.Name, &cm)
-		if apierrors.IsNotFound(err) {
-			cm = corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name},
-				Data:       map[string]string{key: string(d)},
-			}
-			err = s.Client.Create(ctx, &cm)
-			if apierrors.IsAlreadyExists(err) {
-				return apierrors.NewConflict(corev1.Resource("configmaps"), s.Name.Name, errors.New("created meanwhile"))
-			}
-			return err
-		}
-		if err != nil {
-			return err
-		}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name}}
+	return kubeutil.Upsert(ctx, s.Client, cm, func() error {
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
@@ -178,6 +162,6 @@ func (s *ConfigMapStore) Set(ctx context.Context, user int64, p Prefs) error {
 		} else {
 			cm.Data[key] = string(d)
 		}
-		return s.Client.Update(ctx, &cm)
+		return nil
 	})
 }

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -47,24 +47,13 @@ func (s *SecretSession) LoadSession(ctx context.Context) ([]byte, error) {
 
 // StoreSession implements session.Storage.
 func (s *SecretSession) StoreSession(ctx context.Context, data []byte) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var sec corev1.Secret
-		err := s.Client.Get(ctx, s.Name, &sec)
-		if apierrors.IsNotFound(err) {
-			sec = corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name},
-				Data:       map[string][]byte{sessionKey: data},
-			}
-			return s.Client.Create(ctx, &sec)
-		}
-		if err != nil {
-			return err
-		}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name}}
+	return kubeutil.Upsert(ctx, s.Client, sec, func() error {
 		if sec.Data == nil {
 			sec.Data = map[string][]byte{}
 		}
 		sec.Data[sessionKey] = data
-		return s.Client.Update(ctx, &sec)
+		return nil
 	})
 }
 
@@ -152,24 +141,13 @@ func (s *ConfigMapState) Flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cm corev1.ConfigMap
-		err := s.Client.Get(ctx, s.Name, &cm)
-		if apierrors.IsNotFound(err) {
-			cm = corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name},
-				Data:       map[string]string{stateKey: string(data)},
-			}
-			return s.Client.Create(ctx, &cm)
-		}
-		if err != nil {
-			return err
-		}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Name.Namespace, Name: s.Name.Name}}
+	err = kubeutil.Upsert(ctx, s.Client, cm, func() error {
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[stateKey] = string(data)
-		return s.Client.Update(ctx, &cm)
+		return nil
 	})
 	if err != nil {
 		s.mu.Lock()
