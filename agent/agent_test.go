@@ -109,6 +109,11 @@ func TestIgnoredInterruptEndsAtTerm(t *testing.T) {
 	if _, ok := steps[agentapi.SIGKILL]; ok {
 		t.Error("escalated to SIGKILL")
 	}
+	// SIGTERM emptied the group: the job ends with it, not an orphan grace
+	// later.
+	if after := e.Time.Sub(steps[agentapi.SIGTERM]); after > 1500*time.Millisecond {
+		t.Errorf("ended %v after SIGTERM emptied the group", after)
+	}
 }
 
 func TestTrapOutputKept(t *testing.T) {

@@ -59,6 +59,9 @@ type Options struct {
 	SpoolDir string
 	// Socket is the daemon's socket. Defaults to SpoolDir/agent.sock.
 	Socket string
+	// ReadyAddr is the TCP address of the readiness endpoint (GET
+	// agentapi.ReadyPath), such as ":8079". Defaults to none.
+	ReadyAddr string
 	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or zsh.
 	Shell string
 	// Home is the working directory of every command. Defaults to $HOME,
@@ -172,6 +175,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("run agent: %w", err)
 	}
+	stopReady := func() {}
+	if d.opts.ReadyAddr != "" {
+		rl, err := net.Listen("tcp", d.opts.ReadyAddr)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("run agent: %w", err)
+		}
+		stopReady = d.serveReady(rl)
+	}
 	reapCtx, stopReaping := context.WithCancel(context.Background())
 	defer stopReaping()
 	go d.reaper.Run(reapCtx)
@@ -192,12 +204,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			go d.serve(conn)
 		}
 	}()
-	d.log.Info("agent ready", "socket", d.opts.Socket, "spool", d.opts.SpoolDir)
+	d.log.Info("agent ready", "socket", d.opts.Socket, "spool", d.opts.SpoolDir, "readyAddr", d.opts.ReadyAddr)
 	<-ctx.Done()
 
 	d.mu.Lock()
 	d.closing = true
 	d.mu.Unlock()
+	stopReady()
 	l.Close()
 	<-accepted
 	d.stopAll()

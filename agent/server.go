@@ -15,34 +15,55 @@ import (
 func (d *Daemon) serve(conn net.Conn) {
 	defer d.untrack(conn)
 	defer conn.Close()
-	br := bufio.NewReaderSize(conn, 64<<10)
 	bw := bufio.NewWriterSize(conn, 64<<10)
-	req, err := readRequest(br)
+	req, rest, err := readRequest(bufio.NewReaderSize(conn, 64<<10))
 	if err != nil {
 		d.reply(bw, errorReply(err))
 		return
 	}
 	log := d.log.WithValues("op", req.Op, "job", req.Job)
-	if err := d.handle(br, bw, req); err != nil {
+	if err := d.handle(rest, bw, req); err != nil {
 		log.V(1).Info("request ended", "error", err.Error())
 	}
 }
 
-func readRequest(br *bufio.Reader) (request, error) {
+// readRequest decodes the request line, at most maxRequestBytes of it, and
+// returns the rest of the stream after it.
+func readRequest(r io.Reader) (request, io.Reader, error) {
 	var req request
-	line, err := br.ReadSlice('\n')
-	for err == bufio.ErrBufferFull && len(line) < maxRequestBytes {
-		var more []byte
-		more, err = br.ReadSlice('\n')
-		line = append(line, more...)
+	lr := &io.LimitedReader{R: r, N: maxRequestBytes}
+	dec := json.NewDecoder(lr)
+	if err := dec.Decode(&req); err != nil {
+		if lr.N <= 0 {
+			return req, nil, fmt.Errorf("read request: too large: over %d bytes", maxRequestBytes)
+		}
+		return req, nil, fmt.Errorf("read request: %w", err)
 	}
-	if err != nil {
-		return req, fmt.Errorf("read request: %w", err)
+	return req, &afterLine{r: io.MultiReader(dec.Buffered(), r)}, nil
+}
+
+// afterLine is the stream after a request line: it drops the newline that
+// ends the line. It reads nothing until it is read, as a client of events
+// or follow sends nothing more.
+type afterLine struct {
+	r       io.Reader
+	skipped bool
+}
+
+func (a *afterLine) Read(p []byte) (int, error) {
+	for !a.skipped && len(p) > 0 {
+		n, err := a.r.Read(p[:1])
+		if n == 1 {
+			a.skipped = true
+			if p[0] != '\n' {
+				return 1, nil
+			}
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
-	if err := json.Unmarshal(line, &req); err != nil {
-		return req, fmt.Errorf("read request: %w", err)
-	}
-	return req, nil
+	return a.r.Read(p)
 }
 
 func (d *Daemon) reply(bw *bufio.Writer, r reply) error {
@@ -55,16 +76,16 @@ func (d *Daemon) reply(bw *bufio.Writer, r reply) error {
 }
 
 // clientGone returns a context that ends when the client closes its side.
-func clientGone(br *bufio.Reader) (context.Context, context.CancelFunc) {
+func clientGone(r io.Reader) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		_, _ = io.Copy(io.Discard, br)
+		_, _ = io.Copy(io.Discard, r)
 		cancel()
 	}()
 	return ctx, cancel
 }
 
-func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
+func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 	switch req.Op {
 	case agentapi.CmdPing:
 		return d.reply(bw, reply{})
@@ -90,7 +111,7 @@ func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		ctx, cancel := clientGone(br)
+		ctx, cancel := clientGone(r)
 		defer cancel()
 		enc := json.NewEncoder(bw)
 		return d.Events(ctx, func(e agentapi.Event) error { return enc.Encode(e) }, bw.Flush)
@@ -106,7 +127,7 @@ func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		ctx, cancel := clientGone(br)
+		ctx, cancel := clientGone(r)
 		defer cancel()
 		fw := agentapi.NewFrameWriter(bw)
 		pos, err := j.spool.Follow(ctx, req.Offset, flushing{fw, bw})
@@ -127,7 +148,7 @@ func (d *Daemon) handle(br *bufio.Reader, bw *bufio.Writer, req request) error {
 		return bw.Flush()
 
 	case agentapi.CmdPutFiles:
-		if err := d.PutFiles(req.Job, br); err != nil {
+		if err := d.PutFiles(req.Job, r); err != nil {
 			return d.reply(bw, errorReply(err))
 		}
 		return d.reply(bw, reply{})

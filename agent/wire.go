@@ -21,7 +21,9 @@ import (
 // follow stream ends it. Both ends are the same binary, so the socket
 // protocol needs no version of its own.
 
-// maxRequestBytes bounds a request line: a 64 KiB command, JSON-escaped.
+// maxRequestBytes bounds a request line. A command at the API's limit,
+// 65,536 characters, takes at most 384 KiB JSON-escaped (\u00XX, six
+// bytes a character).
 const maxRequestBytes = 1 << 20
 
 type request struct {

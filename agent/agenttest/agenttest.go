@@ -169,3 +169,24 @@ func (s *SyncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// MaxCommand is the API's limit on a command, in bytes
+// (ShellJobSpec.Command).
+const MaxCommand = 64 << 10
+
+// EscapedCommand is a command of n bytes (n >= 6) that JSON escapes to
+// almost six times that: `echo a > /dev/null && ` repeated, then an echo
+// of x's, whose output is out.
+func EscapedCommand(n int) (cmd, out string) {
+	return echoPadded(strings.Repeat("echo a > /dev/null && ", (n-len("echo x"))/22), n)
+}
+
+// PlainCommand is a command of n bytes (n >= 6) of plain ASCII, an echo of
+// x's, whose output is out.
+func PlainCommand(n int) (cmd, out string) { return echoPadded("", n) }
+
+// echoPadded appends to prefix the echo that makes it n bytes long.
+func echoPadded(prefix string, n int) (cmd, out string) {
+	arg := strings.Repeat("x", n-len(prefix)-len("echo "))
+	return prefix + "echo " + arg, arg + "\n"
+}

@@ -166,6 +166,7 @@ func serve(e *env, args []string) error {
 	)
 	fs.StringVar(&opts.Shell, "shell", "", "the shell of jobs that name none (default $"+agentapi.ShellEnv+", or zsh)")
 	fs.StringVar(&opts.Home, "home", "", "the working directory of commands (default $HOME)")
+	fs.StringVar(&opts.ReadyAddr, "ready-addr", "", "serve GET "+agentapi.ReadyPath+" on this TCP address, such as :8079 (default none)")
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
 	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
@@ -210,9 +211,12 @@ func start(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := io.ReadAll(io.LimitReader(e.stdin, maxStartBytes))
+	b, err := io.ReadAll(io.LimitReader(e.stdin, maxStartBytes+1))
 	if err != nil {
 		return fmt.Errorf("read request: %w", err)
+	}
+	if len(b) > maxStartBytes {
+		return usageError{fmt.Errorf("read request: too large: over %d bytes", maxStartBytes)}
 	}
 	var req agentapi.StartRequest
 	if err := json.Unmarshal(b, &req); err != nil {

@@ -83,6 +83,8 @@ func TestExitCodes(t *testing.T) {
 		{"no job", "", []string{"signal", "--signal", "INT"}, agentapi.ExitUsage, "--job is required"},
 		{"stray argument", "", []string{"get-files", "--job", "x", "extra"}, agentapi.ExitUsage, "unexpected arguments"},
 		{"bad start request", "{", []string{"start"}, agentapi.ExitUsage, "read request"},
+		{"start request too large", `{"job":"big","command":"` + strings.Repeat("x", 2<<20) + `"}`, []string{"start"},
+			agentapi.ExitUsage, "too large"},
 		{"unknown job", "", []string{"signal", "--job", "nosuch", "--signal", "INT"}, agentapi.ExitUnknownJob, "unknown job"},
 		{"unknown follow", "", []string{"follow", "--job", "nosuch"}, agentapi.ExitUnknownJob, "unknown job"},
 		{"newer caller", "", []string{"ping", "--protocol", "2"}, agentapi.ExitProtocol, "protocol"},
@@ -143,5 +145,24 @@ func TestEventsEndWithStdin(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("events did not end when stdin closed")
+	}
+}
+
+// A command at the API's limit (65,536 bytes) starts through the start
+// subcommand, as the operator's exec sends it, even when JSON escapes most
+// of it (<, > and & take six bytes each).
+func TestStartLongestCommand(t *testing.T) {
+	dir := agenttest.Serve(t)
+	cmd, want := agenttest.EscapedCommand(agenttest.MaxCommand)
+	req, err := json.Marshal(agentapi.StartRequest{Job: "long", Command: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, dir, string(req), "start"); r.code != 0 {
+		t.Fatalf("start of a %d-byte request: %+v", len(req), r)
+	}
+	r := run(t, dir, "", "follow", "--job", "long")
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("follow: exit %d, %d bytes of output, want %d", r.code, len(r.stdout), len(want))
 	}
 }

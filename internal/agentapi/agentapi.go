@@ -23,6 +23,15 @@ const (
 	ShellEnv = "SHELLJOB_SHELL"
 )
 
+// The worker pod's readiness endpoint: the daemon, run with
+// --ready-addr=:ReadyPort, answers plain HTTP GET ReadyPath with 200 while
+// a request through its socket is answered (what ping checks), and 503
+// otherwise. The kubelet's httpGet probe costs no exec.
+const (
+	ReadyPort = 8079
+	ReadyPath = "/readyz"
+)
+
 // ProtocolVersion is the version of the exec protocol below. Callers pass it
 // as FlagProtocol; an agent that speaks only older versions exits with
 // ExitProtocol. Versions only grow: a new field in a JSON answer, or a new
@@ -41,7 +50,7 @@ const ProtocolVersion = 1
 //	           not-kept lines.
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
 //	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
-//	ping       exits 0 once the daemon answers: the readiness probe.
+//	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.

@@ -58,15 +58,20 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// newExecutor is WebSocket first, SPDY when the upgrade fails, as kubectl
-// exec does.
+// newExecutor is NewExecutor on the client's config.
 func (c *Client) newExecutor(u *url.URL) (remotecommand.Executor, error) {
-	spdy, err := remotecommand.NewSPDYExecutor(c.config, "POST", u)
+	return NewExecutor(c.config, u)
+}
+
+// NewExecutor returns the transport of the exec request u: WebSocket
+// first, SPDY when the upgrade fails, as kubectl exec does.
+func NewExecutor(config *rest.Config, u *url.URL) (remotecommand.Executor, error) {
+	spdy, err := remotecommand.NewSPDYExecutor(config, "POST", u)
 	if err != nil {
 		return nil, err
 	}
 	// WebSocket needs GET (RFC 6455 4.1).
-	ws, err := remotecommand.NewWebSocketExecutor(c.config, "GET", u.String())
+	ws, err := remotecommand.NewWebSocketExecutor(config, "GET", u.String())
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
@@ -244,6 +245,26 @@ func TestOverWebSocket(t *testing.T) {
 	want := []string{"synced:", "started:seq", "exited:seq", "started:sleep", "exited:sleep"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("events %v, want %v", kinds, want)
+	}
+}
+
+// A command at the API's limit, 65,536 bytes that JSON escapes mostly as
+// six bytes a character, starts the way the operator starts it: on the
+// exec's stdin, through the start subcommand, to the daemon.
+func TestStartLongestCommand(t *testing.T) {
+	dir := startDaemon(t)
+	srv, _ := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	c := newClient(t, srv.URL, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+
+	cmd, want := agenttest.EscapedCommand(agenttest.MaxCommand)
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "long", Command: cmd}); err != nil {
+		t.Fatalf("start of a %d-byte command: %v", len(cmd), err)
+	}
+	var out bytes.Buffer
+	if _, err := c.Follow(ctx, pod, "long", 0, &out); err != nil || out.String() != want {
+		t.Errorf("follow: %v, output %q, want %q", err, out.String(), want)
 	}
 }
 
