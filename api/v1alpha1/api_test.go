@@ -315,6 +315,26 @@ func TestPrinterColumns(t *testing.T) {
 	}
 }
 
+// TestCategory: kubectl finds a job by its kind's singular, and lists
+// both kinds by the category.
+func TestCategory(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	if err := env.Client.Create(ctx, utiltesting.MakeShellJob("hello", ns).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, utiltesting.MakeShellPool("shell", ns).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if out := kubectl(t, "get", "shelljob", "hello", "-n", ns, "-o", "name"); out != "shelljob.shell.shelljob.dev/hello\n" {
+		t.Errorf("kubectl get shelljob hello printed %q", out)
+	}
+	want := "shelljob.shell.shelljob.dev/hello\nshellpool.shell.shelljob.dev/shell\n"
+	if out := kubectl(t, "get", "shelljob-all", "-n", ns, "-o", "name"); out != want {
+		t.Errorf("kubectl get shelljob-all printed %q, want %q", out, want)
+	}
+}
+
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(env.BinDir+"/kubectl", append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)

@@ -24,6 +24,12 @@ const (
 	LabelRevision = "shell.shelljob.dev/revision"
 	// LabelWorker is the index of a worker in its pool.
 	LabelWorker = "shell.shelljob.dev/worker"
+	// LabelPoolNamespace is the namespace of the ShellPool of a worker pod:
+	// workers may live in a namespace of their own.
+	LabelPoolNamespace = "shell.shelljob.dev/pool-namespace"
+	// LabelPoolUID is the UID of the ShellPool that made a worker pod. It
+	// stands for an owner reference, which cannot cross namespaces.
+	LabelPoolUID = "shell.shelljob.dev/pool-uid"
 )
 
 // Annotations the clients (bot, CLI) put on the ShellJobs they created. They

@@ -260,6 +260,10 @@ type ShellJobStatus struct {
 	// +optional
 	Pod string `json:"pod,omitempty"`
 
+	// PodNamespace is the namespace of Pod: the pool's workerNamespace.
+	// +optional
+	PodNamespace string `json:"podNamespace,omitempty"`
+
 	// Revision is the pool revision of Pod.
 	// +optional
 	Revision string `json:"revision,omitempty"`
@@ -316,7 +320,7 @@ type ShellJobStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=sj,categories=shelljob
+// +kubebuilder:resource:shortName=sj,categories=shelljob-all
 // +kubebuilder:printcolumn:name="#",type=integer,JSONPath=`.status.number`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.pool`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`

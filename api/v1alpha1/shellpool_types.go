@@ -141,6 +141,11 @@ type ShellPoolStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
+	// WorkerNamespace is where the worker pods run: the operator's
+	// --worker-namespace, or the pool's own namespace.
+	// +optional
+	WorkerNamespace string `json:"workerNamespace,omitempty"`
+
 	// Ready is ReadyReplicas/spec.replicas, for listings.
 	// +optional
 	Ready string `json:"ready,omitempty"`
@@ -171,7 +176,7 @@ type ShellPoolStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas
-// +kubebuilder:resource:shortName=sp,categories=shelljob
+// +kubebuilder:resource:shortName=sp,categories=shelljob-all
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyReplicas`
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedJobs`
