@@ -251,6 +251,20 @@ func (a *fakeAgent) streamCount(pod types.NamespacedName) int {
 }
 
 // callLog returns the calls made so far.
+// podNamespaces lists the namespaces of the pods the agent was reached in.
+func (a *fakeAgent) podNamespaces() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for key := range a.pods {
+		if !slices.Contains(out, key.Namespace) {
+			out = append(out, key.Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (a *fakeAgent) callLog() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()

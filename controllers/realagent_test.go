@@ -187,3 +187,55 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestStopEndsWithGroup: a job whose group empties at SIGTERM ends then,
+// not a grace later, with the default 2 s between signals, and keeps all
+// its output. Workers live in a namespace of their own.
+func TestStopEndsWithGroup(t *testing.T) {
+	ns, wns := namespace(t), env.Namespace(t, "w")
+	agents := newRealAgents(t)
+	startOperatorWith(t, ns, Options{Agent: agents, WorkerNamespace: wns})
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(1).Obj()
+	if err := env.Client.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range markWorkersReadyIn(t, ns, wns, "shell", 1) {
+		agents.serve(&pod)
+	}
+	createJob(t, utiltesting.MakeShellJob("stubborn", ns).Command("trap '' INT; print ready; sleep 100"))
+	waitPhase(t, ns, "stubborn", shellv1alpha1.PhaseRunning)
+	eventually(t, waitShort, "ready printed", func() (bool, string) {
+		got := getJob(t, ns, "stubborn")
+		var b bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		key := types.NamespacedName{Namespace: wns, Name: got.Status.Pod}
+		_, _ = agents.Follow(ctx, key, string(got.UID), 0, &limitWriter{&b, len("ready")})
+		return strings.HasPrefix(b.String(), "ready"), b.String()
+	})
+	stopJob(t, ns, "stubborn", "")
+	eventually(t, 3*waitShort, "job stopped", func() (bool, string) {
+		j := getJob(t, ns, "stubborn")
+		return j.Status.Phase == shellv1alpha1.PhaseStopped, string(j.Status.Phase)
+	})
+	j := getJob(t, ns, "stubborn")
+	if ptr.Deref(j.Status.ExitCode, -1) != 143 {
+		t.Errorf("exit %v, want 143", j.Status.ExitCode)
+	}
+	steps := j.Status.StopSteps
+	t.Logf("stop steps %+v, completed %v", steps, j.Status.CompletionTime)
+	if len(steps) != 2 || steps[1].Signal != shellv1alpha1.SIGTERM || !steps[1].GroupEmpty {
+		t.Fatalf("stop steps %+v, want SIGINT then a SIGTERM that emptied the group", steps)
+	}
+	// Times in status are whole seconds: a job that ends with its group is
+	// at most a second past the step, one that waits a grace is two or more.
+	if after := j.Status.CompletionTime.Sub(steps[1].Time.Time); after > 1500*time.Millisecond {
+		t.Errorf("completed %v after the SIGTERM that emptied its group", after)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	if _, err := agents.Follow(ctx, types.NamespacedName{Namespace: wns, Name: j.Status.Pod}, string(j.UID), 0, &out); err != nil || out.String() != "ready\n" {
+		t.Errorf("output %q, %v; want all of it", out.String(), err)
+	}
+}

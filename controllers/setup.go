@@ -3,10 +3,16 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -20,6 +26,11 @@ const RecorderName = "shelljob-operator"
 type Options struct {
 	// Agent reaches the worker pods' agents. Required.
 	Agent agentapi.Client
+	// WorkerNamespace holds the worker pods: they are created, watched,
+	// exec'd and deleted there. Pools, jobs and the job counter stay in
+	// their own namespace. Defaults to the pools' namespace. The manager's
+	// cache must cover it (CacheOptions).
+	WorkerNamespace string
 	// WorkerImage is the image of pools that name none. Defaults to
 	// DefaultWorkerImage.
 	WorkerImage string
@@ -60,27 +71,49 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
 	pools := &ShellPoolReconciler{
-		Client:        mgr.GetClient(),
-		Recorder:      recorder,
-		WorkerImage:   opts.WorkerImage,
-		Clock:         opts.Clock,
-		DeliveryGrace: opts.DeliveryGrace,
-		assumed:       assumed,
-		streams:       streams,
+		Client:          mgr.GetClient(),
+		Recorder:        recorder,
+		WorkerNamespace: opts.WorkerNamespace,
+		WorkerImage:     opts.WorkerImage,
+		Clock:           opts.Clock,
+		DeliveryGrace:   opts.DeliveryGrace,
+		assumed:         assumed,
+		streams:         streams,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	jobs := &ShellJobReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Agent:       opts.Agent,
-		Recorder:    recorder,
-		WorkerImage: opts.WorkerImage,
-		StopGrace:   opts.StopGrace,
-		Clock:       opts.Clock,
-		assumed:     assumed,
-		facts:       facts,
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		WorkerNamespace: opts.WorkerNamespace,
+		Agent:           opts.Agent,
+		Recorder:        recorder,
+		WorkerImage:     opts.WorkerImage,
+		StopGrace:       opts.StopGrace,
+		Clock:           opts.Clock,
+		assumed:         assumed,
+		facts:           facts,
 	}
 	return jobs.SetupWithManager(mgr, reports)
+}
+
+// CacheOptions is the manager's cache for an operator of the pools and
+// jobs of namespace whose workers live in workerNS (empty: the same):
+// everything of namespace, and only the worker pods of workerNS, which is
+// all the operator may read there.
+func CacheOptions(namespace, workerNS string) cache.Options {
+	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
+	if err != nil {
+		panic(fmt.Sprintf("worker selector: %v", err))
+	}
+	return cache.Options{
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {
+				Namespaces: map[string]cache.Config{workerNamespace(workerNS, namespace): {}},
+				Label:      labels.NewSelector().Add(*workers),
+			},
+		},
+	}
 }

@@ -72,6 +72,9 @@ type ShellJobReconciler struct {
 	APIReader client.Reader
 	Agent     agentapi.Client
 	Recorder  events.EventRecorder
+	// WorkerNamespace holds the worker pods. Defaults to each job's own
+	// namespace.
+	WorkerNamespace string
 	// WorkerImage is the image of pools that name none, which is part of
 	// their revision. Defaults to DefaultWorkerImage.
 	WorkerImage string
@@ -111,7 +114,7 @@ type sentSignal struct {
 
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=pods/exec,verbs=create;get
+// +kubebuilder:rbac:groups=core,namespace=shelljob-workers,resources=pods/exec,verbs=create;get
 // +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
 
@@ -231,6 +234,7 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
 	}
 	job.Status.Pod, job.Status.Revision = d.Pod, revision
+	job.Status.PodNamespace = workerNamespace(r.WorkerNamespace, job.Namespace)
 	shelljob.SetScheduledCondition(job, now, metav1.ConditionTrue, d.Reason, d.Message)
 	controllerutil.AddFinalizer(job, JobFinalizer)
 	// The next pass, on this patch's event, starts the command: a placement
@@ -246,8 +250,8 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 // other placed jobs are woken to record theirs.
 func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.ShellJob, pool *shellv1alpha1.ShellPool) (scheduler.Decision, string, error) {
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(workerNamespace(r.WorkerNamespace, pool.Namespace)),
+		workerLabels(pool)); err != nil {
 		return scheduler.Decision{}, "", err
 	}
 	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
@@ -258,7 +262,7 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 	revisions := map[string]string{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, pool) {
+		if !ownedBy(p, pool) {
 			continue
 		}
 		revisions[p.Name] = p.Labels[shellv1alpha1.LabelRevision]
@@ -310,7 +314,7 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 
 // assigned starts the command of a job that has a worker.
 func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
-	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Status.Pod}
+	key := r.workerKey(job)
 	if f, ok := r.facts.get(job.UID); ok && f.Pod == key.Name {
 		// The agent knows the job: a Start that a restart kept from being
 		// recorded. Starting is idempotent, but the stream already says.
@@ -327,7 +331,7 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 	if lost, why := workerLost(pod); lost {
 		if r.neverStarted(job) {
 			msg := fmt.Sprintf("worker %s %s before the command started; the job is queued again", key.Name, why)
-			job.Status.Pod, job.Status.Revision = "", ""
+			job.Status.Pod, job.Status.PodNamespace, job.Status.Revision = "", "", ""
 			shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonWorkerLost, msg)
 			controllerutil.RemoveFinalizer(job, JobFinalizer)
 			r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, shellv1alpha1.ShellJobScheduledReasonWorkerLost, "Schedule", msg)
@@ -413,7 +417,7 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 			return r.exited(ctx, job, f, now)
 		}
 	}
-	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Status.Pod}
+	key := r.workerKey(job)
 	pod, err := r.pod(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -614,6 +618,11 @@ func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.Sh
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
+// workerKey is the key of the job's worker pod.
+func (r *ShellJobReconciler) workerKey(job *shellv1alpha1.ShellJob) types.NamespacedName {
+	return types.NamespacedName{Namespace: workerNamespace(r.WorkerNamespace, job.Namespace), Name: job.Status.Pod}
+}
+
 // pod gets a worker pod from the cache, nil if there is none.
 func (r *ShellJobReconciler) pod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
@@ -790,18 +799,18 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 // enqueueForPod wakes the jobs on a worker pod, and the pool's waiting jobs
 // when the pod may have become ready.
 func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
-	pool, ok := o.GetLabels()[shellv1alpha1.LabelPool]
+	pool, ok := poolOf(o)
 	if !ok {
 		return
 	}
-	jobs, err := jobsOnPod(ctx, r.Client, o.GetNamespace(), o.GetName())
+	jobs, err := jobsOnPod(ctx, r.Client, pool.Namespace, o.GetName())
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a worker", "pod", client.ObjectKeyFromObject(o))
 	}
 	for _, j := range jobs {
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
 	}
-	r.enqueueWaiting(ctx, q, o.GetNamespace(), pool)
+	r.enqueueWaiting(ctx, q, pool.Namespace, pool.Name)
 }
 
 // enqueueWaiting wakes the pool's jobs that wait for a worker.

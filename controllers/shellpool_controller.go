@@ -18,12 +18,17 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
+
+// PoolFinalizer is on every pool, so that its workers, which live apart and
+// carry no owner reference to it, are deleted with it.
+const PoolFinalizer = "shell.shelljob.dev/workers"
 
 // DefaultDeliveryGrace is how long a retired worker stays for a job that
 // ended on it but is not marked delivered yet: the bot reads the output
@@ -35,10 +40,14 @@ const DefaultDeliveryGrace = 10 * time.Minute
 // revision brings up new workers at once; an old worker takes no new job
 // and is deleted once no unfinished job holds it, and every job that ended
 // on it was delivered (AnnotationDelivered) or ended DeliveryGrace ago. A
-// worker pod that failed is deleted and made again.
+// worker pod that failed is deleted and made again. A deleted pool's
+// workers are deleted before its finalizer (PoolFinalizer) lets it go.
 type ShellPoolReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// WorkerNamespace holds the worker pods. Defaults to each pool's own
+	// namespace.
+	WorkerNamespace string
 	// WorkerImage is the image of pools that name none. Defaults to
 	// DefaultWorkerImage.
 	WorkerImage string
@@ -56,11 +65,12 @@ type ShellPoolReconciler struct {
 	streams interface{ Kick() }
 }
 
-// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools/finalizers,verbs=update
-// +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=core,namespace=shelljob-workers,resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-workers,resources=events,verbs=create;patch
 
 // Reconcile brings one pool's workers to its spec and writes its status,
 // in one patch at the end.
@@ -74,6 +84,18 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if r.writes.stale(pool) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if pool.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.deleteWorkers(ctx, pool)
+	}
+	if !controllerutil.ContainsFinalizer(pool, PoolFinalizer) {
+		// Before any worker is made, so that none outlives the pool.
+		from := pool.DeepCopy()
+		controllerutil.AddFinalizer(pool, PoolFinalizer)
+		if err := r.Client.Patch(ctx, pool, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})); err != nil {
+			return afterPatch(ctrl.Result{}, nil, client.IgnoreNotFound(err))
+		}
+		r.writes.wrote(pool)
 	}
 	base := pool.DeepCopy()
 	defer func() {
@@ -95,11 +117,11 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	key := client.ObjectKeyFromObject(pool)
 
 	var podList corev1.PodList
-	if err := r.Client.List(ctx, &podList, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name}); err != nil {
+	if err := r.Client.List(ctx, &podList, client.InNamespace(workerNamespace(r.WorkerNamespace, pool.Namespace)),
+		workerLabels(pool)); err != nil {
 		return ctrl.Result{}, err
 	}
-	pods := slices.DeleteFunc(podList.Items, func(p corev1.Pod) bool { return !metav1.IsControlledBy(&p, pool) })
+	pods := podList.Items
 	all, err := allJobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -130,10 +152,18 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	for i := range pods {
 		pod := &pods[i]
 		index, revision := workerIndex(pod), pod.Labels[shellv1alpha1.LabelRevision]
-		isCurrent := revision == rev && index >= 0 && index < pool.Spec.Replicas
+		isCurrent := revision == rev && index >= 0 && index < pool.Spec.Replicas && ownedBy(pod, pool)
 		switch {
 		case pod.DeletionTimestamp != nil:
 			// Going; its name is free again once it is gone.
+		case !ownedBy(pod, pool):
+			// Left by an earlier pool of the same name, whose deletion did
+			// not finish: it goes once no job holds it, as a retired one.
+			if load[pod.Name] == 0 && undelivered[pod.Name] == 0 {
+				retired = append(retired, pod.Name)
+				errs = append(errs, r.deletePod(ctx, pod))
+			}
+			continue
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 			r.Recorder.Eventf(pool, pod, corev1.EventTypeWarning, "WorkerFailed", "Replace",
 				"Worker %s ended (%s); making a new one", pod.Name, podEndReason(pod))
@@ -160,7 +190,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		if _, ok := current[i]; ok {
 			continue
 		}
-		pod := workerPod(pool, rev, i, r.WorkerImage)
+		pod := workerPod(pool, workerNamespace(r.WorkerNamespace, pool.Namespace), rev, i, r.WorkerImage)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				errs = append(errs, fmt.Errorf("create worker %s: %w", pod.Name, err))
@@ -225,6 +255,7 @@ func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev strin
 	s := &pool.Status
 	s.ObservedGeneration = pool.Generation
 	s.Revision = rev
+	s.WorkerNamespace = workerNamespace(r.WorkerNamespace, pool.Namespace)
 	s.Replicas, s.ReadyReplicas, s.BusyReplicas = 0, 0, 0
 	for _, pod := range current {
 		if pod.DeletionTimestamp != nil {
@@ -252,6 +283,36 @@ func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev strin
 		shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse, shellv1alpha1.ShellPoolAvailableReasonNotReady,
 			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
 	}
+}
+
+// deleteWorkers deletes every worker of a pool that is being deleted, and
+// lets the pool go once each is gone or going: their jobs end as
+// WorkerLost, as with an owner reference's cascade.
+func (r *ShellPoolReconciler) deleteWorkers(ctx context.Context, pool *shellv1alpha1.ShellPool) error {
+	if !controllerutil.ContainsFinalizer(pool, PoolFinalizer) {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(workerNamespace(r.WorkerNamespace, pool.Namespace)),
+		workerLabels(pool)); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			errs = append(errs, r.deletePod(ctx, &pods.Items[i]))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if len(pods.Items) > 0 {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "WorkersDeleted", "Delete",
+			"Deleted the %d worker(s) of the deleted pool", len(pods.Items))
+	}
+	from := pool.DeepCopy()
+	controllerutil.RemoveFinalizer(pool, PoolFinalizer)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, pool, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
 }
 
 // deletePod deletes a worker, only the one that was looked at.
@@ -289,8 +350,8 @@ func podEndReason(pod *corev1.Pod) string {
 	return msg
 }
 
-// SetupWithManager wires the pool controller: pools, their pods, and the
-// jobs that hold or wait for their workers.
+// SetupWithManager wires the pool controller: pools, their worker pods
+// (by their pool labels), and the jobs that hold or wait for their workers.
 func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -307,7 +368,13 @@ func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.writes = newWrites()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&shellv1alpha1.ShellPool{}).
-		Owns(&corev1.Pod{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				if pool, ok := poolOf(o); ok {
+					return []reconcile.Request{{NamespacedName: pool}}
+				}
+				return nil
+			})).
 		Watches(&shellv1alpha1.ShellJob{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				j := o.(*shellv1alpha1.ShellJob)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,13 +43,11 @@ func TestPoolWorkers(t *testing.T) {
 		}
 		wantLabels := map[string]string{
 			shellv1alpha1.LabelPool: "shell", shellv1alpha1.LabelRevision: rev, shellv1alpha1.LabelWorker: fmt.Sprint(i),
+			shellv1alpha1.LabelPoolNamespace: ns, shellv1alpha1.LabelPoolUID: string(pool.UID),
 			"app.kubernetes.io/name": "shelljob-worker", "app.kubernetes.io/managed-by": "shelljob-operator",
 		}
 		if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
 			t.Errorf("labels of %s (-want +got):\n%s", pod.Name, diff)
-		}
-		if !metav1.IsControlledBy(&pod, pool) {
-			t.Errorf("%s is not controlled by the pool: %v", pod.Name, pod.OwnerReferences)
 		}
 		spec := pod.Spec
 		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
@@ -63,9 +63,17 @@ func TestPoolWorkers(t *testing.T) {
 		if c.SecurityContext == nil || ptr.Deref(c.SecurityContext.AllowPrivilegeEscalation, true) {
 			t.Errorf("container securityContext %+v allows privilege escalation", c.SecurityContext)
 		}
-		if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil ||
-			!cmp.Equal(c.ReadinessProbe.Exec.Command, ReadinessProbe) {
-			t.Errorf("readiness probe %+v does not ask the agent", c.ReadinessProbe)
+		// Readiness asks the agent over HTTP: no exec per probe.
+		wantPorts := []corev1.ContainerPort{{Name: ReadyPortName, ContainerPort: agentapi.ReadyPort, Protocol: corev1.ProtocolTCP}}
+		if diff := cmp.Diff(wantPorts, c.Ports); diff != "" {
+			t.Errorf("ports (-want +got):\n%s", diff)
+		}
+		if !slices.Contains(c.Args, fmt.Sprintf("--ready-addr=:%d", agentapi.ReadyPort)) {
+			t.Errorf("agent args %q do not serve the readiness endpoint", c.Args)
+		}
+		if p := c.ReadinessProbe; p == nil || p.Exec != nil || p.HTTPGet == nil || p.HTTPGet.Path != agentapi.ReadyPath ||
+			p.HTTPGet.Port != intstr.FromString(ReadyPortName) || p.PeriodSeconds < 5 {
+			t.Errorf("readiness probe %+v, want an httpGet of %s on port %s every 5 s or more", p, agentapi.ReadyPath, ReadyPortName)
 		}
 		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != agentapi.SpoolDir || spec.Volumes[0].EmptyDir == nil {
 			t.Errorf("spool: mounts %+v, volumes %+v", c.VolumeMounts, spec.Volumes)

@@ -227,10 +227,14 @@ func (s *workerStreams) sync(ctx context.Context, wg *sync.WaitGroup) error {
 		if _, open := s.streams[pod.UID]; open {
 			continue
 		}
+		pool, ok := poolOf(pod)
+		if !ok {
+			continue
+		}
 		sctx, cancel := context.WithCancel(ctx)
 		s.streams[pod.UID] = cancel
-		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-		wg.Go(func() { s.run(sctx, key) })
+		w := worker{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, jobs: pool.Namespace}
+		wg.Go(func() { s.run(sctx, w) })
 	}
 	for uid, cancel := range s.streams {
 		if !keep[uid] {
@@ -241,8 +245,15 @@ func (s *workerStreams) sync(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
+// worker is a worker pod and the namespace of its pool and jobs.
+type worker struct {
+	pod  types.NamespacedName
+	jobs string
+}
+
 // run keeps one pod's stream open until ctx ends.
-func (s *workerStreams) run(ctx context.Context, pod types.NamespacedName) {
+func (s *workerStreams) run(ctx context.Context, w worker) {
+	pod := w.pod
 	log := s.log.WithValues("pod", pod)
 	backoff := streamBackoffMin
 	for {
@@ -253,12 +264,12 @@ func (s *workerStreams) run(ctx context.Context, pod types.NamespacedName) {
 			switch {
 			case ev.Type == agentapi.EventSynced:
 				synced = true
-				s.synced(ctx, pod, opened, replayed)
+				s.synced(ctx, w, opened, replayed)
 			case !synced:
 				replayed[ev.Job] = true
-				s.handle(ctx, pod, ev)
+				s.handle(ctx, w, ev)
 			default:
-				s.handle(ctx, pod, ev)
+				s.handle(ctx, w, ev)
 			}
 		})
 		if ctx.Err() != nil {
@@ -278,10 +289,10 @@ func (s *workerStreams) run(ctx context.Context, pod types.NamespacedName) {
 }
 
 // handle records one event of an unfinished job and wakes its reconcile.
-func (s *workerStreams) handle(ctx context.Context, pod types.NamespacedName, ev agentapi.Event) {
+func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event) {
 	var list shellv1alpha1.ShellJobList
-	if err := s.cache.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFields{indexJobUID: ev.Job}); err != nil {
-		s.log.Error(err, "Find the job of an agent event", "pod", pod, "job", ev.Job)
+	if err := s.cache.List(ctx, &list, client.InNamespace(w.jobs), client.MatchingFields{indexJobUID: ev.Job}); err != nil {
+		s.log.Error(err, "Find the job of an agent event", "pod", w.pod, "job", ev.Job)
 		return
 	}
 	if len(list.Items) == 0 || shelljob.IsFinished(&list.Items[0]) {
@@ -289,7 +300,7 @@ func (s *workerStreams) handle(ctx context.Context, pod types.NamespacedName, ev
 		// replays every job its spool still holds.
 		return
 	}
-	if s.facts.record(pod.Name, ev) {
+	if s.facts.record(w.pod.Name, ev) {
 		s.send(ctx, &list.Items[0])
 	}
 }
@@ -305,10 +316,10 @@ func (s *workerStreams) send(ctx context.Context, job *shellv1alpha1.ShellJob) {
 // synced looks, once the agent has replayed every job it knows, for the
 // jobs recorded as started on the pod before the stream opened that it did
 // not name: their spool is gone, and they will never report an exit.
-func (s *workerStreams) synced(ctx context.Context, pod types.NamespacedName, opened time.Time, replayed map[string]bool) {
-	jobs, err := jobsOnPod(ctx, s.cache, pod.Namespace, pod.Name)
+func (s *workerStreams) synced(ctx context.Context, w worker, opened time.Time, replayed map[string]bool) {
+	jobs, err := jobsOnPod(ctx, s.cache, w.jobs, w.pod.Name)
 	if err != nil {
-		s.log.Error(err, "List the jobs of a worker", "pod", pod)
+		s.log.Error(err, "List the jobs of a worker", "pod", w.pod)
 		return
 	}
 	for i := range jobs {
@@ -316,7 +327,7 @@ func (s *workerStreams) synced(ctx context.Context, pod types.NamespacedName, op
 		if !j.Status.Ran || replayed[string(j.UID)] || j.Status.StartTime == nil || !j.Status.StartTime.Time.Before(opened) {
 			continue
 		}
-		if s.facts.unknown(j.UID, pod.Name) {
+		if s.facts.unknown(j.UID, w.pod.Name) {
 			s.send(ctx, j)
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -75,7 +74,7 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 testLogger(t),
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  CacheOptions(ns, opts.WorkerNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -154,6 +153,13 @@ func readyPool(t *testing.T, ns, name string, replicas int32) *shellv1alpha1.She
 // makes them Running and Ready.
 func markWorkersReady(t *testing.T, ns, pool string, n int32) []corev1.Pod {
 	t.Helper()
+	return markWorkersReadyIn(t, ns, ns, pool, n)
+}
+
+// markWorkersReadyIn is markWorkersReady for a pool of ns whose workers
+// live in workerNS.
+func markWorkersReadyIn(t *testing.T, ns, workerNS, pool string, n int32) []corev1.Pod {
+	t.Helper()
 	ctx := context.Background()
 	var pods []corev1.Pod
 	eventually(t, waitShort, fmt.Sprintf("%d workers of pool %s", n, pool), func() (bool, string) {
@@ -162,7 +168,7 @@ func markWorkersReady(t *testing.T, ns, pool string, n int32) []corev1.Pod {
 			return false, "no revision yet"
 		}
 		var list corev1.PodList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
+		if err := env.Client.List(ctx, &list, client.InNamespace(workerNS), client.MatchingLabels{
 			shellv1alpha1.LabelPool: pool, shellv1alpha1.LabelRevision: p.Status.Revision}); err != nil {
 			return false, err.Error()
 		}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -9,8 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -31,9 +35,14 @@ const (
 	workerTerminationGrace = 5
 )
 
-// ReadinessProbe is the command of a worker's readiness probe: the agent's
-// ping, which succeeds only once its daemon answers.
-var ReadinessProbe = []string{agentapi.AgentPath, agentapi.CmdPing}
+// ReadyPortName names the worker container's port of the agent's readiness
+// endpoint (agentapi.ReadyPort), which the readiness probe asks: an HTTP GET
+// costs the node no exec, where an exec probe per worker every few seconds
+// loaded a small node heavily.
+const ReadyPortName = "ready"
+
+// readinessPeriod is how often the kubelet asks a worker if it is ready.
+const readinessPeriod = 5
 
 // Environment of the agent in each worker pod, beside agentapi.ShellEnv.
 const (
@@ -92,19 +101,51 @@ func workerName(pool, revision string, index int32) string {
 	return fmt.Sprintf("%s-%s-%d", pool, revision, index)
 }
 
-// workerPod builds worker index of the pool's revision.
-func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defaultImage string) *corev1.Pod {
+// workerNamespace is where the workers of pools in ns live: configured,
+// the operator's worker namespace, or else the pools' own.
+func workerNamespace(configured, ns string) string {
+	if configured != "" {
+		return configured
+	}
+	return ns
+}
+
+// workerLabels select the worker pods of a pool, in its worker namespace.
+func workerLabels(pool *shellv1alpha1.ShellPool) client.MatchingLabels {
+	return client.MatchingLabels{shellv1alpha1.LabelPool: pool.Name, shellv1alpha1.LabelPoolNamespace: pool.Namespace}
+}
+
+// ownedBy tells whether the pool made the pod: a pool of the same name made
+// before it does not own it.
+func ownedBy(pod *corev1.Pod, pool *shellv1alpha1.ShellPool) bool {
+	return pod.Labels[shellv1alpha1.LabelPoolUID] == string(pool.UID)
+}
+
+// poolOf is the pool of a worker pod, from its labels; false if it has none.
+func poolOf(pod client.Object) (types.NamespacedName, bool) {
+	l := pod.GetLabels()
+	name, ok := l[shellv1alpha1.LabelPool]
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: cmp.Or(l[shellv1alpha1.LabelPoolNamespace], pod.GetNamespace()), Name: name}, true
+}
+
+// workerPod builds worker index of the pool's revision, in namespace ns.
+func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, defaultImage string) *corev1.Pod {
 	t := templateOf(pool, defaultImage)
 	labels := maps.Clone(t.Template.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	maps.Copy(labels, map[string]string{
-		"app.kubernetes.io/name":       "shelljob-worker",
-		"app.kubernetes.io/managed-by": "shelljob-operator",
-		shellv1alpha1.LabelPool:        pool.Name,
-		shellv1alpha1.LabelRevision:    revision,
-		shellv1alpha1.LabelWorker:      strconv.Itoa(int(index)),
+		"app.kubernetes.io/name":         "shelljob-worker",
+		"app.kubernetes.io/managed-by":   "shelljob-operator",
+		shellv1alpha1.LabelPool:          pool.Name,
+		shellv1alpha1.LabelPoolNamespace: pool.Namespace,
+		shellv1alpha1.LabelPoolUID:       string(pool.UID),
+		shellv1alpha1.LabelRevision:      revision,
+		shellv1alpha1.LabelWorker:        strconv.Itoa(int(index)),
 	})
 	podSecurity := t.Template.SecurityContext
 	if podSecurity == nil {
@@ -120,12 +161,10 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   pool.Namespace,
+			Namespace:   ns,
 			Name:        workerName(pool.Name, revision, index),
 			Labels:      labels,
 			Annotations: maps.Clone(t.Template.Annotations),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool,
-				shellv1alpha1.GroupVersion.WithKind("ShellPool"))},
 		},
 		Spec: corev1.PodSpec{
 			// A worker that dies is replaced, not restarted in place: its
@@ -143,6 +182,10 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 				Image:           t.Image,
 				ImagePullPolicy: t.ImagePullPolicy,
 				Command:         []string{agentapi.AgentPath},
+				Args:            []string{"serve", fmt.Sprintf("--ready-addr=:%d", agentapi.ReadyPort)},
+				Ports: []corev1.ContainerPort{{
+					Name: ReadyPortName, ContainerPort: agentapi.ReadyPort, Protocol: corev1.ProtocolTCP,
+				}},
 				Env: []corev1.EnvVar{
 					{Name: EnvPool, Value: pool.Name},
 					{Name: EnvWorker, Value: strconv.Itoa(int(index))},
@@ -150,11 +193,11 @@ func workerPod(pool *shellv1alpha1.ShellPool, revision string, index int32, defa
 				},
 				Resources: t.Resources,
 				ReadinessProbe: &corev1.Probe{
-					ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-						Command: ReadinessProbe,
+					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+						Path: agentapi.ReadyPath, Port: intstr.FromString(ReadyPortName),
 					}},
-					PeriodSeconds:    2,
-					TimeoutSeconds:   5,
+					PeriodSeconds:    readinessPeriod,
+					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},
 				SecurityContext: &corev1.SecurityContext{
