@@ -57,6 +57,9 @@ type Bot struct {
 	primary string
 	ctx     context.Context // the pumps' context, set by Run
 	pumps   sync.WaitGroup
+	// bigFinals holds a slot for each final being built from a long
+	// output read again from the spool: the bot's largest memory cost.
+	bigFinals chan struct{}
 }
 
 // New returns a Bot.
@@ -70,7 +73,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
-	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background()}
+	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(), bigFinals: make(chan struct{}, 1)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}

@@ -1,14 +1,19 @@
 package bot_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gotd/td/tg"
 
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/internal/faketg"
 )
@@ -477,6 +482,44 @@ func TestQueuedJobHeaderAndStopBeforeRun(t *testing.T) {
 	bp := e.preview(since, e.group, busy.ID)
 	e.send(e.admin, e.group, ".k 1")
 	e.finalEdit(bp.Seq, bp.MsgID)
+}
+
+// stopOrder records the jobs the bot stops, in order.
+type stopOrder struct {
+	bot.Cluster
+	mu    sync.Mutex
+	names []string
+}
+
+func (s *stopOrder) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error {
+	s.mu.Lock()
+	s.names = append(s.names, name)
+	s.mu.Unlock()
+	return s.Cluster.Stop(ctx, name, reason)
+}
+
+// TestStopAllStopsWaitingJobsFirst: .k all stops the waiting job before
+// the running one, whose shell it would otherwise take and run in.
+func TestStopAllStopsWaitingJobsFirst(t *testing.T) {
+	order := &stopOrder{}
+	e := newEnv(t, envOptions{workers: 1, wrap: func(c bot.Cluster) bot.Cluster { order.Cluster = c; return order }})
+	since := e.srv.Seq()
+	e.send(e.admin, e.group, ".a sleep 30")
+	e.annotated("sj-1", "shell.shelljob.dev/preview", "")
+	queued := e.send(e.admin, e.group, ".a echo never")
+	pv := e.preview(since, e.group, queued.ID)
+	k := e.send(e.admin, e.group, ".k all")
+	if ev := e.wait(since, ".k all", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #1…\n⏹ Stopping #2…" {
+		t.Errorf(".k all = %q", ev.Text)
+	}
+	if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "⏹ Stopped before it ran." {
+		t.Errorf("the waiting job's final = %q", fin.Text)
+	}
+	order.mu.Lock()
+	defer order.mu.Unlock()
+	if want := []string{"sj-2", "sj-1"}; !slices.Equal(order.names, want) {
+		t.Errorf("stopped %v, want %v", order.names, want)
+	}
 }
 
 func TestForumTopic(t *testing.T) {

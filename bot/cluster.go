@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -55,10 +56,19 @@ type PoolRestarter interface {
 	RestartPool(ctx context.Context, pool string) error
 }
 
-// OutputFollower streams a job's output from its worker's agent, as
-// agentapi.Client does.
+// ErrWorkerGone is wrapped by a Follow that can never succeed: the pod the
+// job ran on is gone, or another took its name.
+var ErrWorkerGone = errors.New("the job's worker pod is gone")
+
+// OutputFollower streams a job's output from its worker's agent.
 type OutputFollower interface {
-	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
+	// Follow copies the output of job from byte offset to w, from the
+	// agent of the worker the job ran on (Status.Pod), until the output is
+	// closed, and returns the offset reached, as agentapi.Client.Follow
+	// does. It fails, rather than read it, when the pod of that name is
+	// not the one the job ran on (a replacement that took its name), or
+	// when it is gone, with an error wrapping ErrWorkerGone.
+	Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error)
 }
 
 // FileMover moves a job's $SHELLJOB_OUT files, as agentapi.Client does.

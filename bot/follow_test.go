@@ -10,8 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
@@ -29,14 +28,14 @@ type gappyAgent struct {
 
 var errCut = errors.New("stream cut")
 
-func (g *gappyAgent) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+func (g *gappyAgent) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
 	g.mu.Lock()
 	g.offsets = append(g.offsets, offset)
 	first := len(g.offsets) == 1
 	g.mu.Unlock()
 	// The whole output, as the command wrote it.
 	var all bytes.Buffer
-	if _, err := g.Cluster.Follow(ctx, pod, job, 0, &all); err != nil {
+	if _, err := g.Cluster.Follow(ctx, job, 0, &all); err != nil {
 		return offset, err
 	}
 	data := all.Bytes()

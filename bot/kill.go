@@ -66,9 +66,19 @@ func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill stri
 		if len(running) == 0 {
 			return texts.NoRunning
 		}
-		var lines []string
-		for _, j := range running {
-			lines = append(lines, stopText(j))
+		// The jobs that wait go first: a running job stopped before them
+		// frees its shell, and a waiting one could take it and run.
+		lines := make([]string, len(running))
+		var waiting, started []int
+		for i, j := range running {
+			if j.State() == jobs.Queued {
+				waiting = append(waiting, i)
+			} else {
+				started = append(started, i)
+			}
+		}
+		for _, i := range append(waiting, started...) {
+			lines[i] = stopText(running[i])
 		}
 		return strings.Join(lines, "\n")
 	case command.KillList:
@@ -90,12 +100,11 @@ func (b *Bot) listLines(js []*jobs.Job) string {
 	var lines []string
 	for _, j := range js {
 		parts := []string{fmt.Sprintf("#%d", j.Number()), age(now.Sub(j.Created).Seconds())}
-		switch j.State() {
-		case jobs.Queued:
-			parts = append(parts, "waiting")
-		case jobs.Stopping:
+		switch {
+		case j.State() == jobs.Stopping:
 			parts = append(parts, "stopping")
-		case jobs.Running, jobs.Ended:
+		case j.Waiting():
+			parts = append(parts, "waiting")
 		}
 		if j.Guest != "" {
 			parts = append(parts, "guest")

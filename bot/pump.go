@@ -10,11 +10,16 @@ import (
 	"io"
 	"math/rand/v2"
 	"path"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -24,12 +29,30 @@ import (
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
+	"shelljob.dev/shelljob/internal/termrender"
 )
 
 // FollowRetry is the wait before following a job's output again after the
 // stream broke; the follow resumes from the byte it reached.
 const FollowRetry = time.Second
+
+// OutputGrace is how long the final of a job whose worker was lost waits
+// for the rest of its output: it can no longer be read to its end, and the
+// final goes out with what the bot has.
+const OutputGrace = 5 * time.Second
+
+// OutputWait is how long the final of a job that ended on a live worker
+// waits for its output to be read to the end. The spool keeps it; only a
+// worker that stops answering for this long cuts it.
+const OutputWait = 2 * time.Minute
+
+// keptBytes is how much of a job's output the bot keeps while it runs,
+// apart from the preview's window: a final whose output fits is built from
+// it; a longer one is read again from the spool, the one place where
+// output is capped (DESIGN.md, step 4).
+const keptBytes = 64 << 10
 
 // previewKind is how a job's preview shows.
 type previewKind int
@@ -52,7 +75,16 @@ type run struct {
 	cmdMsg int
 	// files go into the job's directory before it runs (spec.hold).
 	files []File
-	buf   *liveoutput.Output
+	// buf holds the preview's window, and the first keptBytes and the
+	// last bytes the follow read.
+	buf *liveoutput.Output
+	// followFrom is where the follow starts: past 0 for a resumed job,
+	// whose preview shows the output's end at once.
+	followFrom int64
+	// resumed: the job was picked up after a restart of the bot.
+	resumed bool
+	// complete: the follow read the output to its end.
+	complete atomic.Bool
 
 	mu    sync.Mutex
 	obj   *shellv1alpha1.ShellJob
@@ -124,6 +156,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
 	}
 	j := b.newJob(sj, jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID, Command: cmd})
+	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "mode", mode, "chat", m.Chat.ID, "user", m.From)
 	r := &run{b: b, job: j, prefs: b.prefs(ctx, m.From), note: note, cmdMsg: m.ID, files: files}
 	b.launch(r)
 	return nil
@@ -137,12 +170,11 @@ func (b *Bot) stopIfShuttingDown(spec *shellv1alpha1.ShellJobSpec) {
 	}
 }
 
-// newJob registers the job of sj.
+// newJob registers the job of sj, created now unless j says when.
 func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 	j.Name, j.UID = sj.Name, string(sj.UID)
-	j.Created = b.cfg.Clock.Now()
-	if !sj.CreationTimestamp.IsZero() && sj.CreationTimestamp.Time.Before(j.Created) {
-		j.Created = sj.CreationTimestamp.Time
+	if j.Created.IsZero() {
+		j.Created = b.cfg.Clock.Now()
 	}
 	name := sj.Name
 	job := jobs.New(j, func(reason shellv1alpha1.StopReason) {
@@ -156,7 +188,7 @@ func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 
 // launch registers r's job and starts its pump.
 func (b *Bot) launch(r *run) {
-	r.buf = liveoutput.New(liveoutput.Options{})
+	r.buf = liveoutput.New(liveoutput.Options{HeadBytes: keptBytes, TailBytes: liveoutput.DefaultPreviewBytes})
 	b.pumps.Add(1)
 	b.registry.Register(r.job)
 	go func() {
@@ -206,6 +238,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
 	}
 	j := b.newJob(sj, jobs.Info{Owner: q.From, Guest: key, Command: c.Arg})
+	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "guestChat", key, "user", q.From)
 	b.launch(&run{b: b, job: j, prefs: b.prefs(ctx, q.From), note: note, kind: guestPreview})
 	return nil
 }
@@ -228,7 +261,10 @@ func (b *Bot) resume(ctx context.Context) error {
 		}
 		owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
 		r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
-		j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat}
+		// The CR's timestamp has whole seconds, fine for a job that started
+		// before this bot did; a fresh job times its preview by the clock.
+		j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
+			Created: sj.CreationTimestamp.Time}
 		switch {
 		case note.Guest != nil:
 			r.kind = guestPreview
@@ -240,6 +276,11 @@ func (b *Bot) resume(ctx context.Context) error {
 		}
 		r.job = b.newJob(sj, j)
 		r.job.SetPreview(note.Msg, note.Draft)
+		r.resumed = true
+		r.setObj(sj.DeepCopy())
+		// The preview shows the output's end, read from the spool; the
+		// final reads the whole output there again.
+		r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
 		b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
 		b.launch(r)
 	}
@@ -266,19 +307,35 @@ func (r *run) pump(ctx context.Context) {
 		}
 	}()
 	followed := make(chan struct{})
-	go r.follow(ctx, followed)
+	followCtx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	go r.follow(followCtx, followed)
 	if len(r.files) > 0 {
 		go r.putFiles(ctx)
 	}
-	// The job is over once its phase is final and its output is read.
+	// The job is over once its phase is final and its output is read, or
+	// OutputGrace after its phase is final when its worker was lost (its
+	// output cannot be read to its end), OutputWait otherwise.
 	over := make(chan struct{})
 	go func() {
-		for _, c := range []<-chan struct{}{ended, followed} {
-			select {
-			case <-c:
-			case <-ctx.Done():
-				return
-			}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		}
+		wait := OutputWait
+		if workerLost(r.latest()) {
+			wait = OutputGrace
+		}
+		grace := b.cfg.Clock.NewTimer(wait)
+		defer grace.Stop()
+		select {
+		case <-followed:
+		case <-grace.C():
+			stopFollow()
+			<-followed
+		case <-ctx.Done():
+			return
 		}
 		close(over)
 	}()
@@ -291,7 +348,7 @@ func (r *run) pump(ctx context.Context) {
 		switch {
 		case !b.cfg.Streaming || r.failed:
 		case r.pacer == nil:
-			if r.job.Number() != 0 {
+			if r.job.Number() != 0 && !r.awaitingOutput() {
 				wait = previewAt.Sub(now)
 			}
 		default:
@@ -340,6 +397,9 @@ func (r *run) tick(ctx context.Context) bool {
 		return true
 	}
 	if r.pacer == nil {
+		if r.awaitingOutput() {
+			return false
+		}
 		r.open(ctx)
 		return r.pacer != nil && r.pacer.Failures() == 0
 	}
@@ -355,14 +415,12 @@ func (r *run) tick(ctx context.Context) bool {
 }
 
 func (r *run) previewText() string {
-	var s preview.State
-	switch r.job.State() {
-	case jobs.Queued:
-		s = preview.Queued
-	case jobs.Stopping:
+	s := preview.Running
+	switch {
+	case r.job.State() == jobs.Stopping:
 		s = preview.Stopping
-	case jobs.Running, jobs.Ended:
-		s = preview.Running
+	case r.job.Waiting():
+		s = preview.Queued
 	}
 	hint := ""
 	if r.kind == guestPreview {
@@ -370,6 +428,18 @@ func (r *run) previewText() string {
 		hint = fmt.Sprintf(texts.GuestStopHintFormat, primary)
 	}
 	return preview.Compose(preview.Header(r.job.Number(), s, hint), r.buf.TailText(preview.PreviewUnits, r.render()))
+}
+
+// awaitingOutput tells whether a resumed preview waits for output before
+// its first edit, which would otherwise blank it: the follow has read none
+// yet. (The job's status counts its output only once it ended, so a
+// running job's output may be there all the same.)
+func (r *run) awaitingOutput() bool {
+	if !r.resumed || r.buf.Written(liveoutput.Stdout) > 0 || r.complete.Load() {
+		return false
+	}
+	obj := r.latest()
+	return obj != nil && !phaseFinished(obj.Status.Phase)
 }
 
 func (r *run) stopButtons() [][]Button {
@@ -474,8 +544,8 @@ func (r *run) update(ctx context.Context, text string) bool {
 }
 
 // follow copies the job's output into the buffer once it runs, resuming
-// after a broken stream, and closes followed when the output is closed or
-// the job ended without running.
+// after a broken stream, and closes followed when the output is closed,
+// the job ended without running, or ctx ended.
 func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 	defer close(followed)
 	for {
@@ -492,16 +562,22 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 			return
 		}
 	}
-	obj := r.latest()
-	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
 	// offset counts the bytes the command wrote up to where the stream
 	// reached, as the agent does. It is not what the buffer got: a gap
 	// in the spool comes as one line in place of the bytes it skipped.
-	var offset int64
+	offset := r.followFrom
 	for {
-		reached, err := r.b.cluster.Follow(ctx, pod, r.job.UID, offset, r.buf.Writer(liveoutput.Stdout))
+		reached, err := r.b.cluster.Follow(ctx, r.latest(), offset, r.buf.Writer(liveoutput.Stdout))
 		offset = max(offset, reached)
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			r.complete.Store(true)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrWorkerGone) {
+			r.b.cfg.Log.Info("The output can no longer be read: its worker is gone", "job", r.job.Name, "error", err.Error())
 			return
 		}
 		r.b.cfg.Log.V(1).Info("Output stream broke; following again", "job", r.job.Name, "error", err.Error())
@@ -579,14 +655,27 @@ func (r *run) deliver(ctx context.Context) {
 	b := r.b
 	r.job.MarkEnded()
 	code, ran, stop := r.outcome()
-	output := ""
+	output, note := "", ""
 	if ran {
-		output = r.buf.FinalText(r.render())
+		if r.fromSpool() {
+			// At most bigFinals long outputs are in memory at once, each
+			// until its final is sent.
+			select {
+			case b.bigFinals <- struct{}{}:
+				defer func() {
+					<-b.bigFinals
+					debug.FreeOSMemory()
+				}()
+			case <-ctx.Done():
+				return
+			}
+		}
+		output, note = r.finalOutput(ctx)
 	}
 	if r.kind == guestPreview {
-		r.sendGuestFinal(ctx, output, code, ran, stop)
+		r.sendGuestFinal(ctx, output, code, ran, stop, note)
 	} else {
-		final := preview.Final(output, code, ran, stop)
+		final := preview.Final(output, code, ran, stop, note)
 		r.sendFinal(ctx, final)
 		if ran {
 			r.sendFiles(ctx)
@@ -596,21 +685,91 @@ func (r *run) deliver(ctx context.Context) {
 		b.cfg.Log.Error(err, "Could not mark a job delivered", "job", r.job.Name)
 	}
 	b.registry.Finish(r.job)
+	b.cfg.Log.V(1).Info("Job delivered", "job", r.job.Name, "number", r.job.Number(), "exitCode", code)
+}
+
+// fromSpool tells whether the final reads the output again from the
+// spool: the follow read it to its end, but the bot did not keep all of
+// it.
+func (r *run) fromSpool() bool {
+	return r.complete.Load() && (r.followFrom > 0 || r.buf.Written(liveoutput.Stdout) > keptBytes)
+}
+
+// finalOutput is the output the final shows, rendered when the caller
+// renders, and the note that says why it may be cut.
+func (r *run) finalOutput(ctx context.Context) (output, note string) {
+	if workerLost(r.latest()) {
+		note = texts.WorkerLost
+	}
+	if !r.complete.Load() {
+		if note == "" {
+			note = texts.OutputCut
+		}
+		return r.keptText(), note
+	}
+	if !r.fromSpool() {
+		return r.buf.FinalText(r.render()), note
+	}
+	text, err := r.spoolText(ctx)
+	if err != nil {
+		r.b.cfg.Log.Error(err, "Could not read the output again from the spool; the final shows what the bot kept", "job", r.job.Name)
+		if note == "" {
+			note = texts.OutputCut
+		}
+		return r.keptText(), note
+	}
+	return text, note
+}
+
+// keptText is what the bot kept of the output: its start and its end, with
+// the not-kept line between them.
+func (r *run) keptText() string {
+	text := r.buf.FinalText(r.render())
+	if r.followFrom > 0 {
+		text = agentapi.GapLine(r.followFrom) + text
+	}
+	return text
+}
+
+// spoolText reads the whole output from the spool, as the agent kept it:
+// its not-kept lines give the real counts of what it dropped.
+func (r *run) spoolText(ctx context.Context) (string, error) {
+	var sb strings.Builder
+	if _, err := r.b.cluster.Follow(ctx, r.latest(), 0, &sb); err != nil {
+		return "", fmt.Errorf("read the output of %s: %w", r.job.Name, err)
+	}
+	text := sb.String()
+	if !utf8.ValidString(text) {
+		text = liveoutput.DecodeEscape([]byte(text))
+	}
+	if r.render() {
+		text = termrender.Render(text)
+	}
+	return text, nil
+}
+
+// workerLost tells whether the job ended because its worker went away.
+func workerLost(obj *shellv1alpha1.ShellJob) bool {
+	if obj == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(obj.Status.Conditions, shellv1alpha1.ShellJobFinished)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == shellv1alpha1.ShellJobFinishedReasonWorkerLost
 }
 
 // sendGuestFinal edits a guest answer into its final. A long one becomes
 // the output.txt document under a caption with the output's end; if that
 // fails, the text cut to fit one message goes out as for a short one.
-func (r *run) sendGuestFinal(ctx context.Context, output string, code int, ran bool, stop preview.Stop) {
+func (r *run) sendGuestFinal(ctx context.Context, output string, code int, ran bool, stop preview.Stop, note string) {
 	b := r.b
-	if caption, file, ok := preview.GuestLong(output, code, ran, stop); ok {
+	if caption, file, ok := preview.GuestLong(output, code, ran, stop, note); ok {
 		err := b.tg.EditGuestFile(ctx, *r.note.Guest, caption, File{Name: texts.OutputFileName, Data: []byte(file)})
 		if err == nil {
 			return
 		}
 		b.cfg.Log.Error(err, "Could not attach the output file to a guest answer; sending its end as text", "job", r.job.Name)
 	}
-	if err := b.tg.EditGuest(ctx, *r.note.Guest, preview.Guest(output, code, ran, stop)); err != nil {
+	if err := b.tg.EditGuest(ctx, *r.note.Guest, preview.Guest(output, code, ran, stop, note)); err != nil {
 		b.cfg.Log.Error(err, "Could not send a guest final", "job", r.job.Name)
 	}
 }

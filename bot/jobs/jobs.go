@@ -9,6 +9,7 @@ import (
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // State is where a job is, as the bot sees it.
@@ -70,9 +71,12 @@ type Job struct {
 	preview int
 	draft   int64
 	ended   bool
-	onStop  func(shellv1alpha1.StopReason)
-	changed chan struct{}
-	done    chan struct{}
+	// assigned: the job has a worker; direct: its mode never waits for one.
+	assigned bool
+	direct   bool
+	onStop   func(shellv1alpha1.StopReason)
+	changed  chan struct{}
+	done     chan struct{}
 }
 
 // New returns a queued job; onStop is called once, by the first Cancel
@@ -126,6 +130,15 @@ func (j *Job) stateLocked() State {
 	return j.state
 }
 
+// Waiting tells whether the job waits for a free shell: it is Queued with
+// no worker assigned, and its mode can wait (Direct never does). A job
+// placed on a worker but not started yet is not waiting.
+func (j *Job) Waiting() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stateLocked() == Queued && !j.assigned && !j.direct
+}
+
 // Stopped returns whether the job was stopped, and why.
 func (j *Job) Stopped() (bool, shellv1alpha1.StopReason) {
 	j.mu.Lock()
@@ -139,6 +152,8 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	if obj.Status.Number != 0 {
 		j.number = obj.Status.Number
 	}
+	j.assigned = shelljob.IsAssigned(obj)
+	j.direct = shelljob.Mode(obj) == shellv1alpha1.ModeDirect
 	switch obj.Status.Phase {
 	case shellv1alpha1.PhaseRunning:
 		j.state = Running

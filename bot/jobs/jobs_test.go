@@ -87,3 +87,32 @@ func TestStopAllClosesRegistry(t *testing.T) {
 		t.Fatalf("a job arriving during shutdown must be stopped: %v %v", ok, why)
 	}
 }
+
+func TestWaiting(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mode  shellv1alpha1.ShellJobMode
+		phase shellv1alpha1.ShellJobPhase
+		pod   string
+		stop  bool
+		want  bool
+	}{
+		"queued, no worker":             {phase: shellv1alpha1.PhaseQueued, want: true},
+		"new, no status yet":            {want: true},
+		"stateful, no worker":           {mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseQueued, want: true},
+		"placed on a worker, not begun": {phase: shellv1alpha1.PhaseQueued, pod: "shell-0"},
+		"direct never waits":            {mode: shellv1alpha1.ModeDirect, phase: shellv1alpha1.PhaseQueued},
+		"running":                       {phase: shellv1alpha1.PhaseRunning, pod: "shell-0"},
+		"stopped while queued":          {phase: shellv1alpha1.PhaseQueued, stop: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := New(Info{Name: "x"}, nil)
+			j.Observe(&shellv1alpha1.ShellJob{
+				Spec:   shellv1alpha1.ShellJobSpec{Mode: tc.mode, Stop: tc.stop},
+				Status: shellv1alpha1.ShellJobStatus{Phase: tc.phase, Pod: tc.pod},
+			})
+			if got := j.Waiting(); got != tc.want {
+				t.Errorf("Waiting() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -3,12 +3,14 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,7 +27,15 @@ import (
 type Cluster struct {
 	Client    client.WithWatch
 	Namespace string
-	Agent     agentapi.Client
+	// WorkerNamespace holds the worker pods, where the agent is exec'd.
+	// Defaults to Namespace.
+	WorkerNamespace string
+	Agent           agentapi.Client
+}
+
+// worker is the key of the worker pod named name.
+func (c *Cluster) worker(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: cmp.Or(c.WorkerNamespace, c.Namespace), Name: name}
 }
 
 var _ bot.Cluster = (*Cluster)(nil)
@@ -166,17 +176,35 @@ func (c *Cluster) RestartPool(ctx context.Context, pool string) error {
 	return nil
 }
 
-// Follow implements bot.OutputFollower.
-func (c *Cluster) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
-	return c.Agent.Follow(ctx, pod, job, offset, w)
+// ErrWorkerReplaced: the pod of the job's worker is not the one the job
+// ran on, but a replacement that took its name.
+var ErrWorkerReplaced = fmt.Errorf("worker pod replaced: %w", bot.ErrWorkerGone)
+
+// Follow implements bot.OutputFollower. The job's status records no pod
+// UID, so a pod created after the job started is taken for a replacement.
+func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
+	name := c.worker(sj.Status.Pod)
+	var pod corev1.Pod
+	if err := c.Client.Get(ctx, name, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("%w: %w", bot.ErrWorkerGone, err)
+		}
+		return offset, fmt.Errorf("get worker pod %s: %w", name, err)
+	}
+	if start := sj.Status.StartTime; start != nil && pod.CreationTimestamp.After(start.Time) {
+		return offset, fmt.Errorf("%s, created %s, after job %s started: %w", name, pod.CreationTimestamp.UTC().Format(time.RFC3339), sj.Name, ErrWorkerReplaced)
+	}
+	return c.Agent.Follow(ctx, name, string(sj.UID), offset, w)
 }
 
-// PutFiles implements bot.FileMover.
+// PutFiles implements bot.FileMover. The pod is looked for in
+// WorkerNamespace.
 func (c *Cluster) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
-	return c.Agent.PutFiles(ctx, pod, job, r)
+	return c.Agent.PutFiles(ctx, c.worker(pod.Name), job, r)
 }
 
-// GetFiles implements bot.FileMover.
+// GetFiles implements bot.FileMover. The pod is looked for in
+// WorkerNamespace.
 func (c *Cluster) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	return c.Agent.GetFiles(ctx, pod, job, w)
+	return c.Agent.GetFiles(ctx, c.worker(pod.Name), job, w)
 }

@@ -35,21 +35,27 @@ func readManifest(t *testing.T, name string, obj any) {
 }
 
 // botClient applies config/bot's ServiceAccount, Role and RoleBinding in
-// ns and returns a client that acts as that ServiceAccount.
-func botClient(t *testing.T, ns string) client.WithWatch {
+// ns, and its workers' Role and RoleBinding in wns, and returns a client
+// that acts as that ServiceAccount.
+func botClient(t *testing.T, ns, wns string) client.WithWatch {
 	t.Helper()
 	ctx := context.Background()
 	var sa corev1.ServiceAccount
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
+	var role, workerRole rbacv1.Role
+	var binding, workerBinding rbacv1.RoleBinding
 	readManifest(t, "service_account.yaml", &sa)
 	readManifest(t, "role.yaml", &role)
 	readManifest(t, "role_binding.yaml", &binding)
+	readManifest(t, "worker_role.yaml", &workerRole)
+	readManifest(t, "worker_role_binding.yaml", &workerBinding)
 	sa.Namespace, role.Namespace, binding.Namespace = ns, ns, ns
-	for i := range binding.Subjects {
-		binding.Subjects[i].Namespace = ns
+	workerRole.Namespace, workerBinding.Namespace = wns, wns
+	for _, b := range []*rbacv1.RoleBinding{&binding, &workerBinding} {
+		for i := range b.Subjects {
+			b.Subjects[i].Namespace = ns
+		}
 	}
-	for _, obj := range []client.Object{&sa, &role, &binding} {
+	for _, obj := range []client.Object{&sa, &role, &binding, &workerRole, &workerBinding} {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("apply %T: %v", obj, err)
 		}
@@ -72,7 +78,8 @@ func TestBotRole(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	bc := botClient(t, ns)
+	wns := namespace(t)
+	bc := botClient(t, ns, wns)
 	c := &kube.Cluster{Client: bc, Namespace: ns}
 
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
@@ -104,10 +111,14 @@ func TestBotRole(t *testing.T) {
 	}
 	useStores(t, bc, ns)
 
-	// Exec into the workers is allowed: no kubelet runs here, so ask.
+	// Exec into the workers is allowed, in their namespace only (not into
+	// the operator's pod beside the bot): no kubelet runs here, so ask.
 	for _, verb := range []string{"create", "get"} {
-		if !allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
-			t.Errorf("pods/exec %s is not allowed", verb)
+		if !allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: wns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
+			t.Errorf("pods/exec %s in the workers' namespace is not allowed", verb)
+		}
+		if allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
+			t.Errorf("pods/exec %s in the bot's own namespace is allowed", verb)
 		}
 	}
 

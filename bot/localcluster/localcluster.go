@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // KillGrace is the time between the signal steps of a stop, as the
@@ -63,6 +64,16 @@ type job struct {
 	spool   *spool
 	dir     string
 	cmd     *exec.Cmd
+	// lost: LoseWorker ended the job.
+	lost bool
+}
+
+// snapshot is a copy of j's object, with the bytes its command wrote so
+// far, as the operator reports them.
+func (j *job) snapshot() *shellv1alpha1.ShellJob {
+	obj := j.obj.DeepCopy()
+	obj.Status.OutputBytes = j.spool.len()
+	return obj
 }
 
 // New returns an empty Cluster.
@@ -137,7 +148,7 @@ func (c *Cluster) Job(name string) (*shellv1alpha1.ShellJob, bool) {
 	if !ok {
 		return nil, false
 	}
-	return j.obj.DeepCopy(), true
+	return j.snapshot(), true
 }
 
 func (c *Cluster) bump(j *job) {
@@ -247,6 +258,10 @@ func (c *Cluster) wait(j *job) {
 	j.spool.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if j.lost {
+		c.scheduleLocked()
+		return
+	}
 	c32 := int32(code)
 	j.obj.Status.ExitCode = &c32
 	now := metav1.Now()
@@ -291,7 +306,7 @@ func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1
 			return nil
 		}
 		seen = j.version
-		obj := j.obj.DeepCopy()
+		obj := j.snapshot()
 		c.mu.Unlock()
 		fn(obj)
 	}
@@ -339,6 +354,26 @@ func (c *Cluster) kill(pgid int) {
 	}
 }
 
+// LoseWorker ends running job name as the operator does when its worker
+// pod goes away: Failed, with no exit code, and the Finished condition's
+// reason WorkerLost. The command is killed.
+func (c *Cluster) LoseWorker(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[name]
+	if !ok || j.cmd == nil || finished(j.obj.Status.Phase) {
+		return fmt.Errorf("shelljob %q is not running", name)
+	}
+	j.lost = true
+	now := metav1.Now()
+	j.obj.Status.Phase = shellv1alpha1.PhaseFailed
+	j.obj.Status.CompletionTime = &now
+	shelljob.SetFinishedCondition(&j.obj, now.Time, shellv1alpha1.ShellJobFinishedReasonWorkerLost, "worker pod "+j.obj.Status.Pod+" was deleted")
+	_ = syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
+	c.bump(j)
+	return nil
+}
+
 // Release implements bot.HoldReleaser.
 func (c *Cluster) Release(_ context.Context, name string) error {
 	c.mu.Lock()
@@ -373,7 +408,7 @@ func (c *Cluster) List(context.Context) ([]shellv1alpha1.ShellJob, error) {
 	var out []shellv1alpha1.ShellJob
 	for _, name := range c.order {
 		if j, ok := c.jobs[name]; ok && j.obj.Spec.Origin.Source == shellv1alpha1.OriginTelegram {
-			out = append(out, *j.obj.DeepCopy())
+			out = append(out, *j.snapshot())
 		}
 	}
 	return out, nil
@@ -390,10 +425,10 @@ func (c *Cluster) RestartPool(_ context.Context, pool string) error {
 
 // Follow implements bot.OutputFollower: it copies the job's output from
 // offset until the output is closed.
-func (c *Cluster) Follow(ctx context.Context, _ types.NamespacedName, uid string, offset int64, w io.Writer) (int64, error) {
-	j := c.byUID(uid)
+func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
+	j := c.byUID(string(sj.UID))
 	if j == nil {
-		return offset, fmt.Errorf("no job %s", uid)
+		return offset, fmt.Errorf("no job %s", sj.UID)
 	}
 	return j.spool.follow(ctx, offset, w)
 }
@@ -481,6 +516,12 @@ func (s *spool) Write(p []byte) (int, error) {
 	close(s.wake)
 	s.wake = make(chan struct{})
 	return len(p), nil
+}
+
+func (s *spool) len() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(s.buf.Len())
 }
 
 func (s *spool) close() {

@@ -87,8 +87,11 @@ const (
 
 // Final is a chat job's final text: the output, trimmed, or "The process
 // exited N." when it is empty, then after a blank line the stop note. A
-// job that never ran (ran false) gets the note alone.
-func Final(output string, exitCode int, ran bool, stop Stop) string {
+// job that never ran (ran false) gets the note alone. A negative exitCode
+// is unknown (the worker was lost): an empty output then says nothing.
+// note, when set, ends the final after a blank line: why the output may
+// be cut (texts.WorkerLost).
+func Final(output string, exitCode int, ran bool, stop Stop, note string) string {
 	if !ran {
 		switch stop {
 		case StoppedByShutdown:
@@ -98,19 +101,26 @@ func Final(output string, exitCode int, ran bool, stop Stop) string {
 		}
 	}
 	body := strings.TrimSpace(Clean(output))
-	if body == "" {
+	if body == "" && exitCode >= 0 {
 		body = texts.ProcessExited(exitCode)
+	}
+	var lines []string
+	if body != "" {
+		lines = append(lines, body)
 	}
 	switch stop {
 	case NotStopped:
-		return body
 	case StoppedByUser:
-		return body + "\n\n" + texts.StoppedNote(exitCode)
+		lines = append(lines, texts.StoppedNote(exitCode))
 	case StoppedByShutdown:
-		return body + "\n\n" + texts.StoppedShutdownNote(exitCode)
+		lines = append(lines, texts.StoppedShutdownNote(exitCode))
 	default:
 		panic("preview: unknown stop")
 	}
+	if note != "" {
+		lines = append(lines, note)
+	}
+	return strings.Join(lines, "\n\n")
 }
 
 // IsLong tells whether a final goes out as a .txt file: from FileChars
@@ -128,10 +138,11 @@ func LongHead(final string) string {
 }
 
 // Guest is a guest answer's final: the output, trimmed and cut to fit one
-// message (its end is kept), with "exit N" under it and the stop line
-// after a stop. A job that never ran gets its note alone.
-func Guest(output string, exitCode int, ran bool, stop Stop) string {
-	return guestText(output, exitCode, ran, stop, MessageUnits)
+// message (its end is kept), with "exit N" under it (none when the exit
+// code is unknown, negative), the stop line after a stop and note when set.
+// A job that never ran gets its note alone.
+func Guest(output string, exitCode int, ran bool, stop Stop, note string) string {
+	return guestText(output, exitCode, ran, stop, note, MessageUnits)
 }
 
 // GuestLong is the final of a guest answer whose output is long: the
@@ -139,35 +150,48 @@ func Guest(output string, exitCode int, ran bool, stop Stop) string {
 // and the caption the answer shows over it, cut to fit CaptionUnits. ok is
 // false when the final is not long (IsLong) or the job never ran: then
 // Guest alone is the final.
-func GuestLong(output string, exitCode int, ran bool, stop Stop) (caption, file string, ok bool) {
+func GuestLong(output string, exitCode int, ran bool, stop Stop, note string) (caption, file string, ok bool) {
 	if !ran {
 		return "", "", false
 	}
-	file = guestText(output, exitCode, ran, stop, -1)
+	file = guestText(output, exitCode, ran, stop, note, -1)
 	if !IsLong(file) {
 		return "", "", false
 	}
-	return guestText(output, exitCode, ran, stop, CaptionUnits), file, true
+	return guestText(output, exitCode, ran, stop, note, CaptionUnits), file, true
 }
 
 // guestText builds a guest final within room UTF-16 units (-1: uncut).
-func guestText(output string, exitCode int, ran bool, stop Stop, room int) string {
+func guestText(output string, exitCode int, ran bool, stop Stop, note string, room int) string {
 	if !ran {
-		return Final("", exitCode, false, stop)
+		return Final("", exitCode, false, stop, "")
 	}
-	lines := texts.GuestExit(exitCode)
+	var ls []string
+	if exitCode >= 0 {
+		ls = append(ls, texts.GuestExit(exitCode))
+	}
 	switch stop {
 	case NotStopped:
 	case StoppedByUser:
-		lines += "\n" + texts.GuestStopped
+		ls = append(ls, texts.GuestStopped)
 	case StoppedByShutdown:
-		lines += "\n" + texts.GuestStoppedShutdown
+		ls = append(ls, texts.GuestStoppedShutdown)
 	default:
 		panic("preview: unknown stop")
 	}
+	if note != "" {
+		ls = append(ls, note)
+	}
+	lines := strings.Join(ls, "\n")
 	body := strings.TrimSpace(Clean(output))
 	if body == "" {
 		return lines
+	}
+	if lines == "" {
+		if room >= 0 {
+			body = utf16text.Tail(body, room)
+		}
+		return body
 	}
 	if room >= 0 {
 		body = utf16text.Tail(body, room-utf16text.Len(lines)-2)

@@ -55,19 +55,22 @@ func TestFinal(t *testing.T) {
 		code int
 		ran  bool
 		stop Stop
+		note string
 		want string
 	}{
-		"plain":           {"hi\n\n", 0, true, NotStopped, "hi"},
-		"empty":           {"  \n", 3, true, NotStopped, "The process exited 3."},
-		"stopped":         {"tick\n", 130, true, StoppedByUser, "tick\n\n⏹ Stopped (exit 130)."},
-		"stopped empty":   {"", 130, true, StoppedByUser, "The process exited 130.\n\n⏹ Stopped (exit 130)."},
-		"shutdown":        {"x", 143, true, StoppedByShutdown, "x\n\n⏹ Stopped: the bot is going offline (exit 143)."},
-		"dropped":         {"", 0, false, StoppedByUser, "⏹ Stopped before it ran."},
-		"dropped offline": {"", 0, false, StoppedByShutdown, "⏹ Stopped before it ran: the bot is going offline."},
-		"nul":             {"a\x00b", 0, true, NotStopped, `a\x00b`},
+		"plain":           {"hi\n\n", 0, true, NotStopped, "", "hi"},
+		"empty":           {"  \n", 3, true, NotStopped, "", "The process exited 3."},
+		"stopped":         {"tick\n", 130, true, StoppedByUser, "", "tick\n\n⏹ Stopped (exit 130)."},
+		"stopped empty":   {"", 130, true, StoppedByUser, "", "The process exited 130.\n\n⏹ Stopped (exit 130)."},
+		"shutdown":        {"x", 143, true, StoppedByShutdown, "", "x\n\n⏹ Stopped: the bot is going offline (exit 143)."},
+		"dropped":         {"", 0, false, StoppedByUser, "", "⏹ Stopped before it ran."},
+		"dropped offline": {"", 0, false, StoppedByShutdown, "", "⏹ Stopped before it ran: the bot is going offline."},
+		"nul":             {"a\x00b", 0, true, NotStopped, "", `a\x00b`},
+		"worker lost":     {"half", -1, true, NotStopped, texts.WorkerLost, "half\n\n" + texts.WorkerLost},
+		"lost, no output": {"", -1, true, NotStopped, texts.WorkerLost, texts.WorkerLost},
 	}
 	for name, tc := range tests {
-		if got := Final(tc.out, tc.code, tc.ran, tc.stop); got != tc.want {
+		if got := Final(tc.out, tc.code, tc.ran, tc.stop, tc.note); got != tc.want {
 			t.Errorf("%s: Final = %q, want %q", name, got, tc.want)
 		}
 	}
@@ -84,26 +87,29 @@ func TestLong(t *testing.T) {
 }
 
 func TestGuest(t *testing.T) {
-	if got := Guest("out\n", 130, true, StoppedByUser); got != "out\n\nexit 130\n⏹ Stopped" {
+	if got := Guest("out\n", 130, true, StoppedByUser, ""); got != "out\n\nexit 130\n⏹ Stopped" {
 		t.Errorf("Guest = %q", got)
 	}
-	if got := Guest("", 0, false, StoppedByShutdown); got != texts.StoppedBeforeRunShutdown {
+	if got := Guest("", 0, false, StoppedByShutdown, ""); got != texts.StoppedBeforeRunShutdown {
 		t.Errorf("Guest dropped = %q", got)
 	}
-	if got := Guest(strings.Repeat("x", 9000), 0, true, NotStopped); utf16text.Len(got) > MessageUnits {
+	if got := Guest("half\n", -1, true, NotStopped, texts.WorkerLost); got != "half\n\n"+texts.WorkerLost {
+		t.Errorf("Guest lost = %q", got)
+	}
+	if got := Guest(strings.Repeat("x", 9000), 0, true, NotStopped, ""); utf16text.Len(got) > MessageUnits {
 		t.Errorf("Guest too long: %d", utf16text.Len(got))
 	}
 }
 
 func TestGuestLong(t *testing.T) {
-	if _, _, ok := GuestLong("short", 0, true, NotStopped); ok {
+	if _, _, ok := GuestLong("short", 0, true, NotStopped, ""); ok {
 		t.Error("a short output is long")
 	}
-	if _, _, ok := GuestLong(strings.Repeat("x", 9000), 0, false, StoppedByUser); ok {
+	if _, _, ok := GuestLong(strings.Repeat("x", 9000), 0, false, StoppedByUser, ""); ok {
 		t.Error("a job that never ran is long")
 	}
 	out := strings.Repeat("line\n", 2000) + "end"
-	caption, file, ok := GuestLong(out, 3, true, StoppedByUser)
+	caption, file, ok := GuestLong(out, 3, true, StoppedByUser, "")
 	if !ok {
 		t.Fatal("not long")
 	}

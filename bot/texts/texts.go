@@ -45,6 +45,12 @@ const (
 	GuestStopped = "⏹ Stopped"
 	// GuestStoppedShutdown follows "exit N" in a guest answer after a shutdown.
 	GuestStoppedShutdown = "⏹ Stopped: the bot is going offline"
+	// WorkerLost ends the final of a job whose worker went away while it
+	// ran: what the bot had read of its output is all there is.
+	WorkerLost = "⚠ The worker was lost: the command's output may be cut."
+	// OutputCut ends the final of a job that has ended but whose output
+	// could not be read to its end.
+	OutputCut = "⚠ The output could not be read to its end."
 	// OutputFileName is the name of the .txt file of a long final.
 	OutputFileName = "output.txt"
 )

@@ -2,18 +2,25 @@ package tgclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/gotd/contrib/middleware/floodwait"
+	"github.com/gotd/td/bin"
 	"github.com/gotd/td/session"
 	"github.com/gotd/td/telegram"
+	"github.com/gotd/td/telegram/auth"
 	"github.com/gotd/td/telegram/dcs"
 	"github.com/gotd/td/telegram/updates"
 	updhook "github.com/gotd/td/telegram/updates/hook"
 	"github.com/gotd/td/tg"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"shelljob.dev/shelljob/bot"
 )
@@ -43,13 +50,24 @@ type Options struct {
 
 // Client is the bot's Telegram connection.
 type Client struct {
-	opts   Options
-	client *telegram.Client
-	gaps   *updates.Manager
-	gate   *startGate
-	disp   tg.UpdateDispatcher
-	API    *API
+	opts  Options
+	lanes *lanes
+	disp  tg.UpdateDispatcher
+	API   *API
+
+	// One login's parts, made anew by connect when Telegram forgot the
+	// session.
+	client  *telegram.Client
+	gaps    *updates.Manager
+	feed    *feed
+	session *sessionWatch
+	// self is the bot's user id, once logged in.
+	self int64
 }
+
+// errSessionLost ends a login's run when Telegram no longer knows its
+// session: the server was reset, or the key was revoked.
+var errSessionLost = errors.New("telegram no longer knows this session")
 
 // New builds the client and its updates manager for b, with flood-wait
 // handling: a FLOOD_WAIT answer is waited out and the call retried.
@@ -63,80 +81,232 @@ func New(b *bot.Bot, o Options) *Client {
 	if o.DC == 0 {
 		o.DC = 2
 	}
-	c := &Client{opts: o, disp: tg.NewUpdateDispatcher()}
+	c := &Client{opts: o, disp: tg.NewUpdateDispatcher(), lanes: &lanes{}}
+	c.connect()
+	c.API = NewAPI(c.client, o.DC)
+	register(c.disp, c.lanes, b, o.Log)
+	return c
+}
+
+// sessionWatch ends one login's run with errSessionLost when Telegram
+// shows that it no longer knows the session.
+type sessionWatch struct {
+	mu     sync.Mutex
+	cancel context.CancelCauseFunc
+	client *telegram.Client
+	ready  atomic.Int32
+	// loggedIn is set once the login succeeded: before, a call that finds
+	// no session is how the login learns that it must log in.
+	loggedIn bool
+}
+
+func (w *sessionWatch) isLoggedIn() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.loggedIn
+}
+
+// lose ends the run.
+func (w *sessionWatch) lose(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel(fmt.Errorf("%w: %v", errSessionLost, err))
+	}
+}
+
+// watch ends the run when a call fails for want of a session.
+func (w *sessionWatch) watch(next tg.Invoker) telegram.InvokeFunc {
+	return func(ctx context.Context, input bin.Encoder, output bin.Decoder) error {
+		// Only a call made once logged in shows a lost session.
+		loggedIn := w.isLoggedIn()
+		err := next.Invoke(ctx, input, output)
+		if loggedIn && sessionLost(err) {
+			w.lose(err)
+		}
+		return err
+	}
+}
+
+// connected checks, at each reconnection, that the session is still
+// logged in.
+func (w *sessionWatch) connected(s telegram.ConnectionState) {
+	if s != telegram.ConnectionStateReady || w.ready.Add(1) == 1 || !w.isLoggedIn() {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.mu.Lock()
+		client := w.client
+		w.mu.Unlock()
+		if st, err := client.Auth().Status(ctx); err == nil && !st.Authorized {
+			w.lose(errors.New("not logged in after a reconnection"))
+		}
+	}()
+}
+
+func sessionLost(err error) bool {
+	// 401: AUTH_KEY_UNREGISTERED, SESSION_EXPIRED, SESSION_REVOKED and the
+	// like.
+	return err != nil && auth.IsUnauthorized(err)
+}
+
+// connect makes a new gotd client with its updates manager and feed.
+func (c *Client) connect() {
+	o := c.opts
 	c.gaps = updates.New(updates.Config{Handler: c.disp, Storage: o.State})
-	c.gate = &startGate{next: c.gaps, hold: true, log: o.Log}
+	c.feed = newFeed(c.gaps, o.Log)
 	waiter := floodwait.NewSimpleWaiter().WithMaxRetries(10).WithMaxWait(time.Minute)
-	c.client = telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
+	w := &sessionWatch{}
+	c.session = w
+	client := telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
 		SessionStorage: o.Session,
-		UpdateHandler:  c.gate,
+		UpdateHandler:  c.feed,
 		DC:             o.DC,
 		DCList:         o.DCList,
 		PublicKeys:     o.PublicKeys,
 		Middlewares: []telegram.Middleware{
+			telegram.MiddlewareFunc(w.watch),
 			waiter,
-			updhook.UpdateHook(c.gate.Handle),
-			updhook.AffectedHook(c.gaps),
+			updhook.UpdateHook(c.feed.Handle),
+			updhook.AffectedHook(c.feed),
 		},
+		// A server that lost our key answers -404, and gotd makes a new
+		// key in place: nothing fails until the bot calls. So each
+		// reconnection checks that the session is still logged in.
+		OnConnectionState: w.connected,
 	})
-	c.API = NewAPI(c.client, o.DC)
-	register(c.disp, b, o.Log)
-	return c
+	w.mu.Lock()
+	w.client = client
+	w.mu.Unlock()
+	c.client = client
 }
 
 // Run connects, logs in with the token unless the stored session is still
 // authorized, reads the bot's names, sets the command menu, resumes the
-// jobs a previous run left, and takes updates until ctx ends.
-// pumps is the context of the jobs' pumps, cancelled at the disconnect.
+// jobs a previous run left, and takes updates until ctx ends. When
+// Telegram forgets the session (a reset server), it drops the session and
+// logs in again.
 func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
+	newBackoff := func() wait.Backoff {
+		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
+	}
+	retry := newBackoff()
+	for {
+		start := time.Now()
+		err := c.runLogin(ctx, b)
+		if !errors.Is(err, errSessionLost) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(start) > time.Minute {
+			retry = newBackoff()
+		}
+		select {
+		case <-time.After(retry.Step()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.opts.Log.Info("Telegram no longer knows the bot's session (its server was reset, or the key revoked); logging in again with the token", "reason", err.Error())
+		if err := c.forget(ctx); err != nil {
+			return err
+		}
+		c.connect()
+		c.API.setClient(c.client)
+	}
+}
+
+// forget drops the stored session. The updates state stays: Telegram
+// counts updates per account, not per session, so the next login fetches
+// what came meanwhile.
+func (c *Client) forget(ctx context.Context) error {
+	if err := c.opts.Session.StoreSession(ctx, nil); err != nil {
+		return fmt.Errorf("drop the lost session: %w", err)
+	}
+	return nil
+}
+
+// runLogin is one login's run.
+func (c *Client) runLogin(ctx context.Context, b *bot.Bot) error {
 	return c.client.Run(ctx, func(ctx context.Context) error {
-		st, err := c.client.Auth().Status(ctx)
-		if err != nil {
-			return fmt.Errorf("auth status: %w", err)
+		ctx, cancel := context.WithCancelCause(ctx)
+		w := c.session
+		w.mu.Lock()
+		w.cancel = cancel
+		w.mu.Unlock()
+		go c.feed.run(ctx)
+		// The answers still running end with ctx.
+		defer c.lanes.wait()
+		defer cancel(nil)
+		err := c.login(ctx, b)
+		if cause := context.Cause(ctx); errors.Is(cause, errSessionLost) {
+			return cause
 		}
-		if !st.Authorized {
-			if _, err := c.client.Auth().Bot(ctx, c.opts.Token); err != nil {
-				return fmt.Errorf("bot login: %w", err)
+		if sessionLost(err) {
+			return fmt.Errorf("%w: %v", errSessionLost, err)
+		}
+		return err
+	})
+}
+
+// login logs in and takes updates until ctx ends.
+func (c *Client) login(ctx context.Context, b *bot.Bot) error {
+	st, err := c.client.Auth().Status(ctx)
+	if err != nil {
+		return fmt.Errorf("auth status: %w", err)
+	}
+	if !st.Authorized {
+		if _, err := c.client.Auth().Bot(ctx, c.opts.Token); err != nil {
+			return fmt.Errorf("bot login: %w", err)
+		}
+	}
+	self, err := c.client.Self(ctx)
+	if err != nil {
+		return fmt.Errorf("read the bot's profile: %w", err)
+	}
+	c.self = self.ID
+	c.session.mu.Lock()
+	c.session.loggedIn = true
+	c.session.mu.Unlock()
+	var aliases []string
+	for _, u := range self.Usernames {
+		if u.Active && u.Username != self.Username {
+			aliases = append(aliases, u.Username)
+		}
+	}
+	b.SetNames(self.Username, aliases)
+	c.opts.Log.Info("Connected to Telegram", "dc", c.opts.DC, "dcList", c.opts.DCList.Options, "bot", self.Username, "botID", self.ID, "loggedIn", !st.Authorized)
+	if c.savedState(ctx, self.ID) {
+		c.opts.Log.Info("Updates state loaded; fetching what came since")
+	} else {
+		// A fresh state starts after everything that came so far:
+		// the held updates are handled as they are, once.
+		c.opts.Log.Info("No saved updates state; starting from the server's")
+		c.feed.release()
+	}
+	var cmds []tg.BotCommand
+	for _, cmd := range bot.Commands {
+		cmds = append(cmds, tg.BotCommand{Command: cmd.Command, Description: cmd.Description})
+	}
+	if _, err := c.client.API().BotsSetBotCommands(ctx, &tg.BotsSetBotCommandsRequest{
+		Scope: &tg.BotCommandScopeDefault{}, Commands: cmds,
+	}); err != nil {
+		return fmt.Errorf("set the command menu: %w", err)
+	}
+	// The pumps run on this login's context: after a login again, the
+	// jobs of the lost one are resumed as after a restart.
+	if err := b.Start(ctx); err != nil {
+		c.opts.Log.Error(err, "Could not resume undelivered jobs")
+	}
+	return c.gaps.Run(ctx, c.client.API(), self.ID, updates.AuthOptions{
+		IsBot: true,
+		OnStart: func(ctx context.Context) {
+			// The manager has its state; it runs once this returns.
+			c.feed.release()
+			if c.opts.Ready != nil {
+				c.opts.Ready()
 			}
-		}
-		self, err := c.client.Self(ctx)
-		if err != nil {
-			return fmt.Errorf("read the bot's profile: %w", err)
-		}
-		var aliases []string
-		for _, u := range self.Usernames {
-			if u.Active && u.Username != self.Username {
-				aliases = append(aliases, u.Username)
-			}
-		}
-		b.SetNames(self.Username, aliases)
-		if !c.savedState(ctx, self.ID) {
-			// A fresh state starts after everything that came so far:
-			// the held updates are handled as they are, once.
-			c.gate.release(ctx)
-		}
-		var cmds []tg.BotCommand
-		for _, cmd := range bot.Commands {
-			cmds = append(cmds, tg.BotCommand{Command: cmd.Command, Description: cmd.Description})
-		}
-		if _, err := c.client.API().BotsSetBotCommands(ctx, &tg.BotsSetBotCommandsRequest{
-			Scope: &tg.BotCommandScopeDefault{}, Commands: cmds,
-		}); err != nil {
-			return fmt.Errorf("set the command menu: %w", err)
-		}
-		if err := b.Start(ctx); err != nil {
-			c.opts.Log.Error(err, "Could not resume undelivered jobs")
-		}
-		return c.gaps.Run(ctx, c.client.API(), self.ID, updates.AuthOptions{
-			IsBot: true,
-			OnStart: func(ctx context.Context) {
-				// The manager has its state; it runs once this returns.
-				go c.gate.release(ctx)
-				if c.opts.Ready != nil {
-					c.opts.Ready()
-				}
-			},
-		})
+		},
 	})
 }
 
@@ -150,53 +320,9 @@ func (c *Client) savedState(ctx context.Context, self int64) bool {
 	return err == nil && found
 }
 
-// startGate stands between the connection and the updates manager while
-// the bot starts. Until the manager has its state, it hands updates
-// straight to the handler; with a saved state its startup getDifference
-// then brings the same updates again, and a command would run twice. So
-// with a saved state the gate holds the updates until the manager runs
-// and then gives them to it, which drops those it already fetched (by
-// pts). With a fresh state the gate opens at once: the manager's state
-// starts after them, so they are handled as they come, once.
-type startGate struct {
-	next telegram.UpdateHandler
-	log  logr.Logger
-
-	mu   sync.Mutex
-	hold bool
-	held []tg.UpdatesClass
-}
-
-// Handle implements telegram.UpdateHandler.
-func (g *startGate) Handle(ctx context.Context, u tg.UpdatesClass) error {
-	g.mu.Lock()
-	if g.hold {
-		g.held = append(g.held, u)
-		g.mu.Unlock()
-		return nil
-	}
-	g.mu.Unlock()
-	return g.next.Handle(ctx, u)
-}
-
-// release passes the held updates on, in order, and lets the next ones
-// through.
-func (g *startGate) release(ctx context.Context) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.hold {
-		return
-	}
-	for _, u := range g.held {
-		if err := g.next.Handle(ctx, u); err != nil {
-			g.log.Error(err, "Could not handle an update held during the startup")
-		}
-	}
-	g.held, g.hold = nil, false
-}
-
-// register routes the updates to b.
-func register(d tg.UpdateDispatcher, b *bot.Bot, log logr.Logger) {
+// register routes the updates to b. Each answer runs in the lane of its
+// chat (lanes), never on the updates manager's loop.
+func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, log logr.Logger) {
 	onMessage := func(ctx context.Context, e tg.Entities, mc tg.MessageClass) error {
 		m, ok := mc.(*tg.Message)
 		if !ok || m.Out {
@@ -206,9 +332,11 @@ func register(d tg.UpdateDispatcher, b *bot.Bot, log logr.Logger) {
 		if !ok {
 			return nil
 		}
-		if err := b.HandleMessage(ctx, msg); err != nil {
-			log.Error(err, "Could not answer a message", "chat", msg.Chat.ID, "msg", msg.ID)
-		}
+		l.do(msg.Chat.ID, func() {
+			if err := b.HandleMessage(ctx, msg); err != nil {
+				log.Error(err, "Could not answer a message", "chat", msg.Chat.ID, "msg", msg.ID)
+			}
+		})
 		return nil
 	}
 	d.OnNewMessage(func(ctx context.Context, e tg.Entities, u *tg.UpdateNewMessage) error {
@@ -223,15 +351,17 @@ func register(d tg.UpdateDispatcher, b *bot.Bot, log logr.Logger) {
 			return nil
 		}
 		cb := bot.Callback{QueryID: u.QueryID, From: u.UserID, Chat: chat, MsgID: u.MsgID, Data: string(u.Data)}
-		if err := b.HandleCallback(ctx, cb); err != nil {
-			log.Error(err, "Could not answer a button", "chat", chat.ID)
-		}
+		l.do(chat.ID, func() {
+			if err := b.HandleCallback(ctx, cb); err != nil {
+				log.Error(err, "Could not answer a button", "chat", chat.ID)
+			}
+		})
 		return nil
 	})
 	d.OnUserTyping(func(ctx context.Context, _ tg.Entities, u *tg.UpdateUserTyping) error {
 		if a, ok := u.Action.(*tg.SendMessageStopDraftAction); ok {
 			log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
-			b.HandleDraftStop(ctx, u.UserID, a.RandomID)
+			l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
 		}
 		return nil
 	})
@@ -246,9 +376,11 @@ func register(d tg.UpdateDispatcher, b *bot.Bot, log logr.Logger) {
 		}
 		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID)}
 		_, q.Private = m.PeerID.(*tg.PeerUser)
-		if err := b.HandleGuestQuery(ctx, q); err != nil {
-			log.Error(err, "Could not answer a guest query")
-		}
+		l.do(q.Chat, func() {
+			if err := b.HandleGuestQuery(ctx, q); err != nil {
+				log.Error(err, "Could not answer a guest query")
+			}
+		})
 		return nil
 	})
 }

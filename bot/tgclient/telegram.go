@@ -24,23 +24,40 @@ import (
 	"shelljob.dev/shelljob/bot"
 )
 
-// API implements bot.Telegram on a gotd client.
+// API implements bot.Telegram on a gotd client. The client is replaced
+// when the bot logs in again (Client.Run); calls then go to the new one.
 type API struct {
-	api    *tg.Client
-	client *telegram.Client
 	// homeDC is the DC of the bot's connection; guest answers held on
 	// another DC are edited through a connection to it.
 	homeDC int
 
-	mu  sync.Mutex
-	dcs map[int]*tg.Client
+	mu     sync.Mutex
+	api    *tg.Client
+	client *telegram.Client
+	dcs    map[int]*tg.Client
 }
 
 var _ bot.Telegram = (*API)(nil)
 
 // NewAPI returns the bot.Telegram of client, whose connection is on homeDC.
 func NewAPI(client *telegram.Client, homeDC int) *API {
-	return &API{api: client.API(), client: client, homeDC: homeDC, dcs: map[int]*tg.Client{}}
+	a := &API{homeDC: homeDC}
+	a.setClient(client)
+	return a
+}
+
+// setClient points the calls at client.
+func (a *API) setClient(client *telegram.Client) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.api, a.client, a.dcs = client.API(), client, map[int]*tg.Client{}
+}
+
+// home is the client of the bot's own DC.
+func (a *API) home() *tg.Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.api
 }
 
 func randomID() int64 {
@@ -133,7 +150,7 @@ func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text strin
 	if m := buttonsMarkup(buttons); m != nil {
 		req.SetReplyMarkup(m)
 	}
-	u, err := a.api.MessagesSendMessage(ctx, req)
+	u, err := a.home().MessagesSendMessage(ctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("send message: %w", err)
 	}
@@ -148,7 +165,7 @@ func (a *API) EditText(ctx context.Context, chat bot.Chat, id int, text string, 
 	if m := buttonsMarkup(buttons); m != nil {
 		req.SetReplyMarkup(m)
 	}
-	_, err := a.api.MessagesEditMessage(ctx, req)
+	_, err := a.home().MessagesEditMessage(ctx, req)
 	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
 		return nil
 	}
@@ -162,11 +179,11 @@ func (a *API) EditText(ctx context.Context, chat bot.Chat, id int, text string, 
 func (a *API) Delete(ctx context.Context, chat bot.Chat, id int) error {
 	var err error
 	if chat.Kind == bot.PeerChannel {
-		_, err = a.api.ChannelsDeleteMessages(ctx, &tg.ChannelsDeleteMessagesRequest{
+		_, err = a.home().ChannelsDeleteMessages(ctx, &tg.ChannelsDeleteMessagesRequest{
 			Channel: &tg.InputChannel{ChannelID: chat.PeerID, AccessHash: chat.AccessHash}, ID: []int{id},
 		})
 	} else {
-		_, err = a.api.MessagesDeleteMessages(ctx, &tg.MessagesDeleteMessagesRequest{Revoke: true, ID: []int{id}})
+		_, err = a.home().MessagesDeleteMessages(ctx, &tg.MessagesDeleteMessagesRequest{Revoke: true, ID: []int{id}})
 	}
 	if err != nil {
 		return fmt.Errorf("delete message: %w", err)
@@ -187,7 +204,7 @@ func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) 
 	if chat.Topic != 0 {
 		req.SetTopMsgID(chat.Topic)
 	}
-	if _, err := a.api.MessagesSetTyping(ctx, req); err != nil {
+	if _, err := a.home().MessagesSetTyping(ctx, req); err != nil {
 		return fmt.Errorf("draft: %w", err)
 	}
 	return nil
@@ -195,7 +212,7 @@ func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) 
 
 // SendFile implements bot.Telegram: a photo, or a document.
 func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
-	up, err := uploader.NewUploader(a.api).FromBytes(ctx, f.Name, f.Data)
+	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", f.Name, err)
 	}
@@ -210,7 +227,7 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 	if r := replyTo(chat, reply); r != nil {
 		req.SetReplyTo(r)
 	}
-	u, err := a.api.MessagesSendMedia(ctx, req)
+	u, err := a.home().MessagesSendMedia(ctx, req)
 	if err != nil {
 		return 0, fmt.Errorf("send %s: %w", f.Name, err)
 	}
@@ -223,11 +240,11 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 	var res tg.MessagesMessagesClass
 	var err error
 	if chat.Kind == bot.PeerChannel {
-		res, err = a.api.ChannelsGetMessages(ctx, &tg.ChannelsGetMessagesRequest{
+		res, err = a.home().ChannelsGetMessages(ctx, &tg.ChannelsGetMessagesRequest{
 			Channel: &tg.InputChannel{ChannelID: chat.PeerID, AccessHash: chat.AccessHash}, ID: ids,
 		})
 	} else {
-		res, err = a.api.MessagesGetMessages(ctx, ids)
+		res, err = a.home().MessagesGetMessages(ctx, ids)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get message: %w", err)
@@ -247,7 +264,7 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 			continue
 		}
 		var buf bytes.Buffer
-		if _, err := downloader.NewDownloader().Download(a.api, loc).Stream(ctx, &buf); err != nil {
+		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, &buf); err != nil {
 			return files, fmt.Errorf("download %s: %w", name, err)
 		}
 		files = append(files, bot.File{Name: name, Data: buf.Bytes()})
@@ -288,7 +305,7 @@ func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
 
 // AnswerCallback implements bot.Telegram.
 func (a *API) AnswerCallback(ctx context.Context, qid int64, text string) error {
-	if _, err := a.api.MessagesSetBotCallbackAnswer(ctx, &tg.MessagesSetBotCallbackAnswerRequest{QueryID: qid, Message: text}); err != nil {
+	if _, err := a.home().MessagesSetBotCallbackAnswer(ctx, &tg.MessagesSetBotCallbackAnswerRequest{QueryID: qid, Message: text}); err != nil {
 		return fmt.Errorf("answer callback: %w", err)
 	}
 	return nil
@@ -296,7 +313,7 @@ func (a *API) AnswerCallback(ctx context.Context, qid int64, text string) error 
 
 // GuestAnswer implements bot.Telegram: messages.setBotGuestChatResult.
 func (a *API) GuestAnswer(ctx context.Context, qid int64, text string) (bot.GuestMessage, error) {
-	id, err := a.api.MessagesSetBotGuestChatResult(ctx, &tg.MessagesSetBotGuestChatResultRequest{
+	id, err := a.home().MessagesSetBotGuestChatResult(ctx, &tg.MessagesSetBotGuestChatResultRequest{
 		QueryID: qid,
 		Result: &tg.InputBotInlineResult{
 			ID: "1", Type: "article", Title: "shell",
@@ -347,11 +364,11 @@ func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) er
 // has none the bot may send to), then the answer is edited into that
 // document with messages.editInlineBotMessage on the DC that holds it.
 func (a *API) EditGuestFile(ctx context.Context, m bot.GuestMessage, caption string, f bot.File) error {
-	up, err := uploader.NewUploader(a.api).FromBytes(ctx, f.Name, f.Data)
+	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", f.Name, err)
 	}
-	stored, err := a.api.MessagesUploadMedia(ctx, &tg.MessagesUploadMediaRequest{
+	stored, err := a.home().MessagesUploadMedia(ctx, &tg.MessagesUploadMediaRequest{
 		Peer:  &tg.InputPeerSelf{},
 		Media: documentMedia(up, f.Name),
 	})
@@ -394,11 +411,11 @@ func documentMedia(up tg.InputFileClass, name string) *tg.InputMediaUploadedDocu
 }
 
 func (a *API) onDC(ctx context.Context, dc int) (*tg.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if dc == 0 || dc == a.homeDC || a.client == nil {
 		return a.api, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if c, ok := a.dcs[dc]; ok {
 		return c, nil
 	}

@@ -23,29 +23,36 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/gotd/td/crypto"
 	"github.com/gotd/td/telegram"
 	"github.com/gotd/td/telegram/dcs"
 	"github.com/gotd/td/tg"
+	"go.uber.org/zap/zapcore"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/localcluster"
+	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
 	"shelljob.dev/shelljob/internal/agentclient"
@@ -80,13 +87,40 @@ func run() error {
 		kubeState = flag.Bool("kube", false, "with -local-dir: still keep the session, updates state and settings in the cluster (always so without -local-dir)")
 		localDir  = flag.String("local-dir", "", "run commands on this machine, in this directory, instead of the cluster")
 		container = flag.String("worker-container", "agent", "container of the worker pods that runs the agent")
+		workerNS  = flag.String("worker-namespace", "", "namespace of the worker pods, where the agent is exec'd (default: -namespace)")
 		shell     = flag.String("shell", "zsh", "shell that runs the commands")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
 		pubKey    = flag.String("public-key", "", "PEM file with the server's RSA public key; default: Telegram's")
+		probeAddr = flag.String("health-probe-bind-address", ":8081", `address of /healthz and /readyz (ready once connected to Telegram); "0" serves none`)
+		metrics   = flag.String("metrics-bind-address", ":8080", `address of the Prometheus /metrics (plain HTTP); "0" serves none`)
+		verbosity = flag.Int("v", 0, "log verbosity (logr V-levels): 0 logs start-up, connections and errors, 1 also each job")
+		goOffline = flag.Bool("go-offline", false, "stop the bot's unfinished jobs (reason Shutdown), wait up to 15 s for the running bot to deliver their finals, and exit: the chart's pre-delete hook")
+		dropPools = flag.String("delete-pools", "", "with -go-offline or alone: then delete these ShellPools (comma-separated) and wait until the operator has let them go, and exit: the chart's pre-delete hook, while the operator still runs")
 	)
 	flag.Parse()
-	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil))
+	log := crzap.New(crzap.WriteTo(os.Stderr), crzap.Level(zapcore.Level(-*verbosity)))
+	if *goOffline || *dropPools != "" {
+		cfg, err := config.GetConfig()
+		if err != nil {
+			return err
+		}
+		c, err := kubeClient(cfg)
+		if err != nil {
+			return err
+		}
+		if *goOffline {
+			left, err := bot.GoOffline(context.Background(), &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS}, log.WithName("offline"))
+			if err != nil {
+				return err
+			}
+			log.Info("Offline", "undelivered", left)
+		}
+		if *dropPools != "" {
+			return deletePools(c, *namespace, strings.Split(*dropPools, ","), log)
+		}
+		return nil
+	}
 
 	streaming, err := bot.ParseSwitch(bot.StreamingEnv, os.Getenv(bot.StreamingEnv))
 	if err != nil {
@@ -112,11 +146,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	log.Info("Starting", "namespace", *namespace, "pool", *pool, "localDir", *localDir, "dc", *dc, "dcAddr", *dcAddr,
+		"admins", admins, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram")}
+	health := &probes.Health{}
+	if err := probes.Serve(context.Background(), *probeAddr, health); err != nil {
+		return fmt.Errorf("-health-probe-bind-address: %w", err)
+	}
+	if err := probes.Serve(context.Background(), *metrics, probes.Metrics()); err != nil {
+		return fmt.Errorf("-metrics-bind-address: %w", err)
+	}
+	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
 	var store settings.Store = &settings.MemoryStore{Log: log.WithName("settings")}
 	var cluster bot.Cluster
 	if *kubeState || *localDir == "" {
@@ -124,14 +167,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		scheme := runtime.NewScheme()
-		if err := clientgoscheme.AddToScheme(scheme); err != nil {
-			return err
-		}
-		if err := shellv1alpha1.AddToScheme(scheme); err != nil {
-			return err
-		}
-		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		c, err := kubeClient(cfg)
 		if err != nil {
 			return err
 		}
@@ -140,7 +176,7 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			cluster = &kube.Cluster{Client: c, Namespace: *namespace, Agent: agent}
+			cluster = &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent}
 		}
 		opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 		state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
@@ -194,8 +230,16 @@ func run() error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("Shutting down: stopping every job")
-	b.Shutdown()
+	if *localDir != "" {
+		// The jobs are this process's children: they end with it.
+		log.Info("Shutting down: stopping every job")
+		b.Shutdown()
+	} else {
+		// A SIGTERM is a restart (a rollout, a drain, a deleted pod): the
+		// jobs run on, and the next bot delivers them. helm uninstall
+		// stops them first, through -go-offline.
+		log.Info("Shutting down: the jobs run on, and the next bot delivers them")
+	}
 	disconnect()
 	err = <-done
 	b.Wait()
@@ -203,6 +247,47 @@ func run() error {
 		return nil
 	}
 	return err
+}
+
+// poolsGoneTimeout bounds the wait for deleted pools: the operator deletes
+// their workers first (each within its grace), then lets them go.
+const poolsGoneTimeout = 2 * time.Minute
+
+// deletePools deletes the pools and waits until they are gone.
+func deletePools(c client.Client, namespace string, names []string, log logr.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), poolsGoneTimeout)
+	defer cancel()
+	for _, name := range names {
+		pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		if err := c.Delete(ctx, pool); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete pool %s: %w", name, err)
+		}
+	}
+	return wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &shellv1alpha1.ShellPool{})
+			if err == nil {
+				return false, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		log.Info("Pools deleted", "pools", names)
+		return true, nil
+	})
+}
+
+// kubeClient is a client of cfg's cluster with the ShellJob API.
+func kubeClient(cfg *rest.Config) (client.WithWatch, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := shellv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 func envOr(name, def string) string {
