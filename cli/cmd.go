@@ -1,31 +1,36 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 )
 
-// IOStreams are the standard streams of a command. Tests give buffers.
-type IOStreams struct {
-	In     io.Reader
-	Out    io.Writer
-	ErrOut io.Writer
-}
-
 // Options are what the commands share.
 type Options struct {
-	IOStreams
+	genericiooptions.IOStreams
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
+	// Cluster reaches the cluster. Defaults to one on kubectl's flags
+	// (--kubeconfig, --context, -n and the others) and --worker-namespace.
+	Cluster ClusterGetter
+	// Interrupts delivers Ctrl-C until stop is called. Defaults to
+	// os.Interrupt through signal.Notify.
+	Interrupts func() (c <-chan os.Signal, stop func())
 }
 
 // NewDefaultCmd returns the root command on the process's standard streams.
 func NewDefaultCmd() *cobra.Command {
 	return NewCmd(Options{
-		IOStreams: IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
+		IOStreams: genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 	})
 }
 
@@ -37,13 +42,74 @@ func NewCmd(o Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubectl-shelljob",
 		Short: "Run shell commands in the worker pods of a ShellPool",
+		Long: `Runs shell commands as ShellJobs in the worker pods of a ShellPool, as the
+shelljob Telegram bot does for chat admins, and manages them.
+
+It takes kubectl's flags and uses the current context and namespace as
+kubectl does.`,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl shelljob",
 		},
+		// Main prints errors as kubectl does, with no usage dump.
+		SilenceErrors: true,
+		SilenceUsage:  true,
 	}
 	cmd.SetIn(o.In)
 	cmd.SetOut(o.Out)
 	cmd.SetErr(o.ErrOut)
-	cmd.AddCommand(NewRenderCmd(o.IOStreams))
+	if o.Cluster == nil {
+		flags := genericclioptions.NewConfigFlags(true)
+		flags.AddFlags(cmd.PersistentFlags())
+		var workerNS string
+		cmd.PersistentFlags().StringVar(&workerNS, "worker-namespace", "",
+			"namespace of the worker pods (default: where the operator says it runs them, in the job's or the pool's status)")
+		o.Cluster = NewClusterGetter(flags, &workerNS)
+	}
+	if o.Interrupts == nil {
+		o.Interrupts = func() (<-chan os.Signal, func()) {
+			c := make(chan os.Signal, 2)
+			signal.Notify(c, os.Interrupt)
+			return c, func() { signal.Stop(c) }
+		}
+	}
+	cmd.AddCommand(
+		NewExecCmd(&o),
+		NewReplCmd(&o),
+		NewConsoleCmd(&o),
+		NewLogsCmd(&o),
+		NewLsCmd(&o),
+		NewStopCmd(&o),
+		NewPoolsCmd(&o),
+		NewRenderCmd(o.IOStreams),
+	)
 	return cmd
+}
+
+// exitCode ends the process with a command's exit code, after the command
+// said why; Main prints nothing for it.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// Main runs cmd on the process's arguments and returns the exit code:
+// the command's own for exec, 1 for an error, which it prints as kubectl
+// does.
+func Main(cmd *cobra.Command, errOut io.Writer) int {
+	err := cmd.Execute()
+	var code exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code):
+		return int(code)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "error: ") {
+		msg = "error: " + msg
+	}
+	fmt.Fprintln(errOut, msg)
+	if strings.Contains(msg, "unknown flag") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "arg(s)") {
+		fmt.Fprintln(errOut, "See 'kubectl shelljob --help' for usage.")
+	}
+	return 1
 }

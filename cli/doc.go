@@ -1,7 +1,12 @@
 // Package cli is kubectl-shelljob, the kubectl plugin that gives terminal
-// users the jobs that the Telegram bot gives chat admins.
+// users the jobs that the Telegram bot gives chat admins: exec, repl,
+// console, logs, ls, stop, pools and render.
 //
 // [NewCmd] builds the root command from [Options]; each subcommand lives in
 // a file of its own, with options that Complete reads from the command line
-// and Run carries out.
+// and Run carries out. The commands reach the cluster through a [Cluster]
+// made from kubectl's own flags (k8s.io/cli-runtime), so that tests can
+// give fakes. Jobs are created as ShellJobs and followed through their
+// status and the agent's spool; the job's life itself (scheduling, the stop
+// ladder, the idle timeout) is the operator's.
 package cli

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
-	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/termrender"
 )
 
@@ -20,7 +23,8 @@ job's output shows in Telegram, in its preview and its final.
 With --aligned, it first drops everything up to the first newline, as a
 preview does with a tail cut from a longer output, unless only blanks follow.
 
-It reads UTF-8 and writes UTF-8: bytes that are not UTF-8 show as U+FFFD.`
+It reads UTF-8 and writes UTF-8: bytes that are not UTF-8 show as \xNN
+escapes, as in the chat's final.`
 
 	renderExample = `  # Show the last frame of a download's progress.
   curl -o /dev/null https://example.com/big 2>&1 | kubectl shelljob render
@@ -31,7 +35,7 @@ It reads UTF-8 and writes UTF-8: bytes that are not UTF-8 show as U+FFFD.`
 
 // RenderOptions are the options of the render command.
 type RenderOptions struct {
-	IOStreams
+	genericiooptions.IOStreams
 	// Aligned applies termrender.LineAligned before rendering.
 	Aligned bool
 	// File is what to render; "" or "-" is In.
@@ -39,7 +43,7 @@ type RenderOptions struct {
 }
 
 // NewRenderCmd returns the render command.
-func NewRenderCmd(streams IOStreams) *cobra.Command {
+func NewRenderCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &RenderOptions{IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "render [--aligned] [FILE]",
@@ -71,23 +75,35 @@ func (o *RenderOptions) Complete(args []string) error {
 
 // Run renders the input to Out.
 func (o *RenderOptions) Run(context.Context) error {
-	var data []byte
-	var err error
-	if o.File == "" || o.File == "-" {
-		data, err = io.ReadAll(o.In)
-	} else {
-		data, err = os.ReadFile(o.File)
-	}
+	data, err := o.read()
 	if err != nil {
 		return err
 	}
-	text := string(data)
-	if !utf8.ValidString(text) {
-		text = strings.ToValidUTF8(text, "\uFFFD")
+	// The text shares data's memory: the input can be large, and data is
+	// not used again.
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	if !utf8.Valid(data) {
+		text = liveoutput.DecodeEscape(data)
 	}
 	if o.Aligned {
 		text = termrender.LineAligned(text)
 	}
 	_, err = io.WriteString(o.Out, termrender.Render(text))
 	return err
+}
+
+// read reads the whole input, into a buffer of its size when it is a
+// regular file, so that it is not grown and copied on the way.
+func (o *RenderOptions) read() ([]byte, error) {
+	if o.File != "" && o.File != "-" {
+		return os.ReadFile(o.File)
+	}
+	if f, ok := o.In.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
+			_, err := buf.ReadFrom(f)
+			return buf.Bytes(), err
+		}
+	}
+	return io.ReadAll(o.In)
 }

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 func TestRender(t *testing.T) {
@@ -45,10 +48,15 @@ func TestRender(t *testing.T) {
 			stdin: `"v"}` + "\n",
 			want:  `"v"}` + "\n",
 		},
-		"bytes that are not UTF-8": {
+		"bytes that are not UTF-8, as the chat's final shows them": {
 			args:  []string{"render"},
-			stdin: "a\xffb\n",
-			want:  "a\ufffdb\n",
+			stdin: "\xff\xfe\xfdok",
+			want:  `\xff\xfe\xfdok`,
+		},
+		"bytes that are not UTF-8 in a frame": {
+			args:  []string{"render"},
+			stdin: "a\xffb 10%\ra\xffb 99%\n",
+			want:  `a\xffb 99%` + "\n",
 		},
 		"a missing file": {
 			args:    []string{"render", filepath.Join(dir, "missing")},
@@ -62,7 +70,7 @@ func TestRender(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			cmd := NewCmd(Options{IOStreams: IOStreams{
+			cmd := NewCmd(Options{IOStreams: genericiooptions.IOStreams{
 				In: strings.NewReader(tc.stdin), Out: &out, ErrOut: &errOut,
 			}})
 			cmd.SetArgs(tc.args)
@@ -85,7 +93,7 @@ func TestRender(t *testing.T) {
 
 func TestRenderErrorSkipsUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
-	cmd := NewCmd(Options{IOStreams: IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}})
+	cmd := NewCmd(Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}})
 	cmd.SetArgs([]string{"render", filepath.Join(t.TempDir(), "missing")})
 	if err := cmd.Execute(); err == nil {
 		t.Fatal("no error for a missing file")
@@ -93,4 +101,39 @@ func TestRenderErrorSkipsUsage(t *testing.T) {
 	if strings.Contains(errOut.String(), "Usage:") {
 		t.Errorf("usage printed for a failed run:\n%s", errOut.String())
 	}
+}
+
+// TestRenderCopiesTheInputOnce: a large file is read into one buffer that
+// the text shares; nothing else of its size is allocated.
+func TestRenderCopiesTheInputOnce(t *testing.T) {
+	const size = 16 << 20
+	file := filepath.Join(t.TempDir(), "big.log")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("0123456789abcde\n"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var n countWriter
+	cmd := NewCmd(Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &n, ErrOut: io.Discard}})
+	cmd.SetArgs([]string{"render", file})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n != size {
+		t.Fatalf("wrote %d bytes, want %d", n, size)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size*5/4 {
+		t.Errorf("allocated %d MiB for a %d MiB input; want one copy", alloc>>20, size>>20)
+	}
+}
+
+type countWriter int
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+// WriteString is what *os.File has too: no copy of the text.
+func (c *countWriter) WriteString(s string) (int, error) {
+	*c += countWriter(len(s))
+	return len(s), nil
 }

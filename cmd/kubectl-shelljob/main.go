@@ -1,5 +1,5 @@
 // Command kubectl-shelljob is the kubectl plugin of shelljob; see package
-// cli.
+// cli. kubectl finds it on PATH: `kubectl shelljob ...`.
 package main
 
 import (
@@ -9,7 +9,5 @@ import (
 )
 
 func main() {
-	if err := cli.NewDefaultCmd().Execute(); err != nil {
-		os.Exit(1)
-	}
+	os.Exit(cli.Main(cli.NewDefaultCmd(), os.Stderr))
 }

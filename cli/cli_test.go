@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/remotecommand"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// openPTY opens a pseudo-terminal and returns its terminal side.
+func openPTY(t *testing.T) *os.File {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return pts
+}
+
+// pipeWith returns the read end of a pipe that a goroutine fills with data.
+func pipeWith(t *testing.T, data string) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	go func() {
+		_, _ = io.WriteString(w, data)
+		w.Close()
+	}()
+	return r
+}
+
+func TestTerminalDetection(t *testing.T) {
+	tty := openPTY(t)
+	if !isTerminal(tty) || isTerminal(pipeWith(t, "")) || isTerminal(&bytes.Buffer{}) || isTerminal(strings.NewReader("")) {
+		t.Fatal("isTerminal is wrong for a pty, a pipe, a buffer or a reader")
+	}
+	streams := func(in io.Reader) *Options {
+		return &Options{IOStreams: genericiooptions.IOStreams{In: in, Out: io.Discard, ErrOut: io.Discard}}
+	}
+	t.Run("exec", func(t *testing.T) {
+		cmd := NewExecCmd(streams(tty))
+		e := &ExecOptions{Options: streams(tty), Mode: "fork"}
+		if err := e.Complete(cmd, nil); err == nil || !strings.Contains(err.Error(), "no command") {
+			t.Errorf("a terminal with no command: %v", err)
+		}
+		e = &ExecOptions{Options: streams(pipeWith(t, "echo piped\n")), Mode: "fork"}
+		if err := e.Complete(cmd, nil); err != nil || e.command != "echo piped\n" {
+			t.Errorf("a pipe: %q, %v", e.command, err)
+		}
+	})
+	t.Run("repl", func(t *testing.T) {
+		r := &ReplOptions{Options: streams(tty)}
+		r.Complete()
+		p := &ReplOptions{Options: streams(pipeWith(t, "pwd\n"))}
+		p.Complete()
+		if !r.interactive || p.interactive {
+			t.Errorf("interactive: terminal %v, pipe %v", r.interactive, p.interactive)
+		}
+	})
+	t.Run("console", func(t *testing.T) {
+		c := &ConsoleOptions{Options: streams(tty)}
+		c.Complete()
+		p := &ConsoleOptions{Options: streams(pipeWith(t, "pwd\n"))}
+		p.Complete()
+		if c.piped || !p.piped {
+			t.Errorf("piped: terminal %v, pipe %v", c.piped, p.piped)
+		}
+	})
+}
+
+func TestKittyOnlyOnATerminal(t *testing.T) {
+	png := bytes.Repeat([]byte{0x89, 'P', 'N', 'G'}, 3000)
+	var buf bytes.Buffer
+	if wrote, err := writeKitty(&buf, png); wrote || err != nil || buf.Len() != 0 {
+		t.Errorf("buffer: wrote %v, %v, %d bytes", wrote, err, buf.Len())
+	}
+	r, w, _ := os.Pipe()
+	if wrote, err := writeKitty(w, png); wrote || err != nil {
+		t.Errorf("pipe: wrote %v, %v", wrote, err)
+	}
+	w.Close()
+	if b, _ := io.ReadAll(r); len(b) != 0 {
+		t.Errorf("pipe got %d bytes", len(b))
+	}
+	tty := openPTY(t)
+	go func() { _, _ = writeKitty(tty, png) }()
+	_ = tty // the terminal side is written; the escape starts the stream
+	if !isTerminal(tty) {
+		t.Error("pty is no terminal")
+	}
+
+	// Through exec: an image left in $SHELLJOB_OUT is saved, and a piped
+	// stdout gets the output and no escape sequence.
+	dir := t.TempDir()
+	cluster := fakeCluster(t, &fakeAgent{Output: "done\n", Files: map[string][]byte{"plot.png": png}})
+	out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--output-dir", dir, "--", "plot")
+	if code != 0 || out != "done\n" || strings.Contains(out, "\x1b") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	saved, err := os.ReadFile(dir + "/plot.png")
+	if err != nil || !bytes.Equal(saved, png) || !strings.Contains(errOut, dir+"/plot.png") {
+		t.Errorf("saved file: %v; stderr %q", err, errOut)
+	}
+}
+
+// recordExec is a TerminalExec that keeps what its stdin gave, until the
+// stream ends (ctx) or, with end, until end closes.
+type recordExec struct {
+	mu       sync.Mutex
+	got      bytes.Buffer
+	end      chan struct{}
+	ctxEnded bool
+}
+
+func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []string, opts remotecommand.StreamOptions) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 512)
+		for {
+			n, err := opts.Stdin.Read(buf)
+			r.mu.Lock()
+			r.got.Write(buf[:n])
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-r.end:
+		return nil
+	case <-ctx.Done():
+		<-done
+		r.mu.Lock()
+		r.ctxEnded = true
+		r.mu.Unlock()
+		return nil
+	}
+}
+
+func TestPipedConsoleSendsExitAndCloses(t *testing.T) {
+	rec := &recordExec{}
+	c := &ConsoleOptions{Options: &Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("echo HELLO\n")}}, piped: true}
+	start := time.Now()
+	err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Tty: true})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.got.String(); got != "echo HELLO\nexit\n" {
+		t.Errorf("stdin %q, want the input and exit", got)
+	}
+	if !rec.ctxEnded || took < PipedEOFGrace || took > PipedEOFGrace+time.Second {
+		t.Errorf("closed by the console %v, after %v; want after %v", rec.ctxEnded, took, PipedEOFGrace)
+	}
+}
+
+func TestTerminalConsoleSendsNothingOnEOF(t *testing.T) {
+	rec := &recordExec{end: make(chan struct{})}
+	c := &ConsoleOptions{Options: &Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("ls\n")}}, piped: false}
+	go func() {
+		// The remote shell ends the session, well after the grace.
+		time.Sleep(PipedEOFGrace + 500*time.Millisecond)
+		close(rec.end)
+	}()
+	if err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Tty: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.got.String(); got != "ls\n" || rec.ctxEnded {
+		t.Errorf("stdin %q, closed by the console %v: want only the input, and the remote to end it", got, rec.ctxEnded)
+	}
+}
+
+func TestPipedReplRunsOneJob(t *testing.T) {
+	cluster := fakeCluster(t, &fakeAgent{Output: "/tmp\n"})
+	script := "cd /tmp\nx=1\npwd\n"
+	out, errOut, code := testCmd(t, cluster, strings.NewReader(script), "repl", "--pool", "p")
+	if code != 0 || out != "/tmp\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	js := jobs(t, cluster)
+	if len(js) != 1 {
+		t.Fatalf("%d jobs, want 1", len(js))
+	}
+	spec := js[0].Spec
+	if spec.Command != script || spec.Mode != shellv1alpha1.ModeStateful || spec.Pool != "p" ||
+		spec.Origin.Source != shellv1alpha1.OriginCLI || spec.Origin.User != "alice" {
+		t.Errorf("spec %+v", spec)
+	}
+}
+
+func TestPipedCommandLimit(t *testing.T) {
+	whole := strings.Repeat("#", maxCommand-len("echo ok\n")) + "echo ok\n"
+	cluster := fakeCluster(t, &fakeAgent{Output: "ok\n"})
+	// Through a real pipe, whose writer must not block.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, errOut, code := testCmd(t, cluster, pipeWith(t, whole), "exec", "--timeout", "0")
+		if code != 0 || out != "ok\n" {
+			t.Errorf("64 KiB: exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("64 KiB of stdin blocked")
+	}
+	js := jobs(t, cluster)
+	if len(js) != 1 || js[0].Spec.Command != whole || js[0].Spec.IdleTimeoutSeconds != nil {
+		t.Fatalf("%d jobs; want one with the whole command and no timeout", len(js))
+	}
+
+	_, errOut, code := testCmd(t, cluster, pipeWith(t, whole+"x"), "exec")
+	if code != 1 || !strings.Contains(errOut, "error: the command is over 64 KiB") {
+		t.Errorf("64 KiB + 1: exit %d, stderr %q", code, errOut)
+	}
+	if n := len(jobs(t, cluster)); n != 1 {
+		t.Errorf("%d jobs after a command too long; want none created", n-1)
+	}
+}
+
+func TestExecDefaults(t *testing.T) {
+	cluster := fakeCluster(t, &fakeAgent{Output: "hi\n"})
+	if _, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--mode", "Direct", "--", "echo", "hi"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	spec := jobs(t, cluster)[0].Spec
+	if spec.Command != "echo hi" || spec.Mode != shellv1alpha1.ModeDirect || spec.Pool != shellv1alpha1.DefaultPool ||
+		spec.IdleTimeoutSeconds == nil || *spec.IdleTimeoutSeconds != 30 {
+		t.Errorf("spec %+v", spec)
+	}
+	if _, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--mode", "bash", "--", "true"); code != 1 || !strings.Contains(errOut, `invalid --mode "bash"`) {
+		t.Errorf("bad mode: exit %d, %q", code, errOut)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	code := func(j *shellv1alpha1.ShellJob) (int, string) {
+		var errOut bytes.Buffer
+		r := &runner{IOStreams: genericiooptions.IOStreams{ErrOut: &errOut}}
+		n, err := r.exitCode(j)
+		if err != nil {
+			errOut.WriteString(err.Error())
+		}
+		return n, errOut.String()
+	}
+	three, timeout := int32(3), int64(30)
+	j := &shellv1alpha1.ShellJob{}
+	j.Status.ExitCode = &three
+	if n, _ := code(j); n != 3 {
+		t.Errorf("exit 3: %d", n)
+	}
+	j.Status.StopReason, j.Spec.IdleTimeoutSeconds = shellv1alpha1.StopReasonTimeout, &timeout
+	if n, msg := code(j); n != ExitTimeout || !strings.Contains(msg, "no output for 30s") {
+		t.Errorf("timeout: %d, %q", n, msg)
+	}
+	if !errors.Is(exitCode(3), exitCode(3)) {
+		t.Error("exitCode is not comparable")
+	}
+}

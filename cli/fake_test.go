@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+const testNS = "shell"
+
+// fakeAgent answers Follow with Output and GetFiles with Files.
+type fakeAgent struct {
+	agentapi.Client
+	Output string
+	Files  map[string][]byte
+}
+
+func (a *fakeAgent) Follow(_ context.Context, _ types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
+	_, err := io.WriteString(w, a.Output[offset:])
+	return int64(len(a.Output)), err
+}
+
+func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	for name, data := range a.Files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// fakeCluster is a Cluster on controller-runtime's fake client, with an
+// "operator" that ends every job with exit code 0 at once.
+func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(newScheme()).WithStatusSubresource(&shellv1alpha1.ShellJob{}).Build()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			endJobs(ctx, c)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &Cluster{
+		Client:    c,
+		Namespace: testNS,
+		Agent:     agent,
+		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
+	}
+}
+
+// endJobs ends each job, and touches the ended ones so that a watch that
+// started late still sees them.
+func endJobs(ctx context.Context, c client.Client) {
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(ctx, &list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		j := &list.Items[i]
+		if !shelljob.IsFinished(j) {
+			zero := int32(0)
+			j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.ExitCode = true, "w-0", shellv1alpha1.PhaseSucceeded, &zero
+			j.Status.Number = int64(i + 1)
+			shelljob.SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "")
+		} else {
+			j.Status.OutputBytes++
+		}
+		_ = c.Status().Update(ctx, j)
+	}
+}
+
+func jobs(t *testing.T, c *Cluster) []shellv1alpha1.ShellJob {
+	t.Helper()
+	var list shellv1alpha1.ShellJobList
+	if err := c.Client.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// testCmd runs the root command on in with cluster and returns stdout,
+// stderr and the exit code.
+func testCmd(t *testing.T, cluster *Cluster, in io.Reader, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := NewCmd(Options{
+		IOStreams:  genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut},
+		Cluster:    func() (*Cluster, error) { return cluster, nil },
+		Interrupts: func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} },
+	})
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd.SetContext(ctx)
+	code := Main(cmd, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+var _ = metav1.Now

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+// maxCommand is the API's limit on a command, in bytes
+// (ShellJobSpec.Command).
+const maxCommand = 64 << 10
+
+// errCommandTooLong is the clear error for a command over maxCommand.
+var errCommandTooLong = fmt.Errorf("the command is over 64 KiB (%d bytes), the most a ShellJob takes: split it, or copy the script to the worker and run it there", maxCommand)
+
+// getJob finds a job by name, or by number as "N" or "#N".
+func (c *Cluster) getJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJob, error) {
+	if n, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); err == nil {
+		var list shellv1alpha1.ShellJobList
+		if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			if list.Items[i].Status.Number == n {
+				return &list.Items[i], nil
+			}
+		}
+		return nil, fmt.Errorf("no shelljob #%d in namespace %s", n, c.Namespace)
+	}
+	var sj shellv1alpha1.ShellJob
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref}, &sj); err != nil {
+		return nil, err
+	}
+	return &sj, nil
+}
+
+// workerPod is where job's command runs, or ran.
+func (c *Cluster) workerPod(sj *shellv1alpha1.ShellJob) types.NamespacedName {
+	ns := sj.Status.PodNamespace
+	if c.WorkerNamespace != "" {
+		ns = c.WorkerNamespace
+	}
+	if ns == "" {
+		ns = sj.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: sj.Status.Pod}
+}
+
+// watchJob calls fn with the job after each change, from the version of
+// sj on, until fn returns true (watchJob returns nil), ctx ends or the job
+// is deleted. It watches again after the API server ends a watch.
+func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn func(*shellv1alpha1.ShellJob) bool) error {
+	if fn(sj) {
+		return nil
+	}
+	byName := fields.OneTermEqualSelector("metadata.name", sj.Name)
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.FieldSelector = byName.String()
+		return c.Client.Watch(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace(sj.Namespace),
+			&client.ListOptions{FieldSelector: byName, Raw: &opts})
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, sj.ResourceVersion, lw)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch of shelljob %s ended", sj.Name)
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return fmt.Errorf("shelljob %s was deleted", sj.Name)
+			case watch.Error:
+				return apierrors.FromObject(ev.Object)
+			case watch.Added, watch.Modified:
+				if obj, ok := ev.Object.(*shellv1alpha1.ShellJob); ok && obj.Name == sj.Name && fn(obj) {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// stopOutcome is what a stop found, as the chat's .k tells it.
+type stopOutcome int
+
+const (
+	stopSent stopOutcome = iota
+	stopAlreadyStopping
+	stopAlreadyEnded
+)
+
+// text is the chat's .k reply for the outcome.
+func (o stopOutcome) text(n int64) string {
+	switch o {
+	case stopAlreadyStopping:
+		return texts.AlreadyStopping(n)
+	case stopAlreadyEnded:
+		return texts.AlreadyEnded(n)
+	default:
+		return texts.Stopping(n)
+	}
+}
+
+// stopJob sets the job's spec.stop with reason User, unless it has ended
+// or is stopping already.
+func (c *Cluster) stopJob(ctx context.Context, name string) (stopOutcome, error) {
+	for {
+		var sj shellv1alpha1.ShellJob
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
+			return 0, err
+		}
+		switch {
+		case shelljob.IsFinished(&sj):
+			return stopAlreadyEnded, nil
+		case shelljob.IsStopRequested(&sj):
+			return stopAlreadyStopping, nil
+		}
+		// The resource version turns a race with another stop into a
+		// conflict, and the next round finds the job stopping.
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": sj.ResourceVersion},
+			"spec":     map[string]any{"stop": true, "stopReason": shellv1alpha1.StopReasonUser},
+		})
+		err := c.Client.Patch(ctx, &sj, client.RawPatch(types.MergePatchType, patch))
+		if err == nil {
+			return stopSent, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return 0, fmt.Errorf("stop shelljob %s: %w", name, err)
+		}
+	}
+}
+
+// phaseOf is the job's phase, Queued before the operator saw it.
+func phaseOf(sj *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobPhase {
+	if sj.Status.Phase == "" {
+		return shellv1alpha1.PhaseQueued
+	}
+	return sj.Status.Phase
+}
+
+// finishedReason is the reason of the job's Finished condition.
+func finishedReason(sj *shellv1alpha1.ShellJob) (reason, message string) {
+	if c := meta.FindStatusCondition(sj.Status.Conditions, shellv1alpha1.ShellJobFinished); c != nil {
+		return c.Reason, c.Message
+	}
+	return "", ""
+}
+
+// age is how old t is, as kubectl shows it.
+func age(now time.Time, t metav1.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}

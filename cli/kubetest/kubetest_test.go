@@ -1,0 +1,237 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/cli"
+	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/testenv"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// applyPolicy creates config/policy's objects.
+func applyPolicy(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", "origin.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	if err := dec.Decode(&policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := dec.Decode(&binding); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{&policy, &binding} {
+		if err := env.Client.Create(context.Background(), obj); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// as is a client for user, a cluster admin by group, so that only the
+// policy can refuse it.
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// plugin runs kubectl-shelljob on the envtest kubeconfig as user, in ns,
+// and returns stdout, stderr and the exit code.
+func plugin(ctx context.Context, user, ns string, in io.Reader, args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	cmd := cli.NewCmd(cli.Options{IOStreams: genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut}})
+	cmd.SetArgs(append([]string{"--kubeconfig", env.Kubeconfig, "-n", ns, "--as", user, "--as-group", "system:masters"}, args...))
+	cmd.SetContext(ctx)
+	code := cli.Main(cmd, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// The origin policy refuses a CLI job that names anyone but its creator,
+// and a Telegram job from a person; the plugin names its creator as the
+// API server sees them, so its jobs pass.
+func TestOriginPolicy(t *testing.T) {
+	applyPolicy(t)
+	ns := env.Namespace(t, "cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice := as(t, "alice")
+
+	forged := utiltesting.MakeShellJob("forged", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "bob"})
+	// The API server picks the policy up within a few seconds.
+	var err error
+	for ctx.Err() == nil {
+		err = alice.Create(ctx, forged.Clone().Obj())
+		if err != nil {
+			break
+		}
+		_ = env.Client.Delete(ctx, forged.Obj())
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "spec.origin.user must be the user who creates the job, alice") {
+		t.Fatalf("a forged user: %v", err)
+	}
+	tg := utiltesting.MakeShellJob("tg", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "42"})
+	if err := alice.Create(ctx, tg.Obj()); err == nil || !strings.Contains(err.Error(), "only a ServiceAccount") {
+		t.Errorf("a Telegram job from a person: %v", err)
+	}
+	bot := as(t, "system:serviceaccount:"+ns+":shelljob-bot")
+	if err := bot.Create(ctx, tg.Clone().Obj()); err != nil {
+		t.Errorf("a Telegram job from a ServiceAccount: %v", err)
+	}
+	honest := utiltesting.MakeShellJob("honest", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"})
+	if err := alice.Create(ctx, honest.Obj()); err != nil {
+		t.Errorf("alice's own job: %v", err)
+	}
+
+	// The plugin's exec: it asks who it is, creates the job, and ends with
+	// the exit code the operator records (played here: no operator runs).
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := plugin(ctx, "carol", ns, strings.NewReader(""), "exec", "--pool", "p", "--", "exit", "3")
+		done <- result{out, errOut, code}
+	}()
+	var job *shellv1alpha1.ShellJob
+	for job == nil && ctx.Err() == nil {
+		var list shellv1alpha1.ShellJobList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Spec.Command == "exit 3" {
+				job = &list.Items[i]
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if job == nil {
+		t.Fatal("the plugin created no job")
+	}
+	if o := job.Spec.Origin; o.Source != shellv1alpha1.OriginCLI || o.User != "carol" || !strings.HasPrefix(job.Name, "cli-") {
+		t.Errorf("job %s, origin %+v", job.Name, o)
+	}
+	three := int32(3)
+	job.Status.Number, job.Status.Phase, job.Status.ExitCode = 7, shellv1alpha1.PhaseFailed, &three
+	shelljob.SetFinishedCondition(job, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "")
+	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.code != 3 {
+			t.Errorf("exec: exit %d, stderr %q", r.code, r.errOut)
+		}
+	case <-ctx.Done():
+		t.Fatal("exec did not end with its job")
+	}
+}
+
+// ls, stop and pools read and patch what the operator would have written.
+func TestLsStopPools(t *testing.T) {
+	ns := env.Namespace(t, "cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(4).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Status.Ready, pool.Status.ReadyReplicas, pool.Status.BusyReplicas, pool.Status.QueuedJobs = "3/4", 3, 2, 5
+	if err := env.Client.Status().Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	dave := as(t, "dave")
+	mk := func(name, cmd string, n int64, phase shellv1alpha1.ShellJobPhase, finished bool) {
+		j := utiltesting.MakeShellJob(name, ns).Command(cmd).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "dave"}).Obj()
+		if err := dave.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		j.Status.Number, j.Status.Phase, j.Status.Summary = n, phase, shelljob.Summary(cmd)
+		if finished {
+			shelljob.SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "")
+		}
+		if err := env.Client.Status().Update(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := "echo " + strings.Repeat("x", 100)
+	mk("running", long, 1, shellv1alpha1.PhaseRunning, false)
+	mk("queued", "sleep 5", 2, shellv1alpha1.PhaseQueued, false)
+	mk("done", "true", 3, shellv1alpha1.PhaseSucceeded, true)
+
+	out, errOut, code := plugin(ctx, "dave", ns, nil, "ls")
+	if code != 0 || !regexpLine(out, "#", "NAME", "AGE", "PHASE", "OWNER", "COMMAND") || !strings.Contains(out, shelljob.Summary(long)) ||
+		!strings.Contains(out, "Queued") || strings.Contains(out, "done") || !strings.Contains(out, "dave") {
+		t.Errorf("ls: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, _ := plugin(ctx, "dave", ns, nil, "ls", "--all"); !strings.Contains(out, "Succeeded") {
+		t.Errorf("ls --all:\n%s", out)
+	}
+	if out, errOut, code := plugin(ctx, "dave", ns, nil, "pools"); code != 0 || !regexpLine(out, "shell", "3/4", "2", "5") {
+		t.Errorf("pools: exit %d\n%s%s", code, out, errOut)
+	}
+
+	out, errOut, code = plugin(ctx, "dave", ns, nil, "stop", "1", "#3", "queued", "9")
+	want := "⏹ Stopping #1…\n#3 has already ended.\n⏹ Stopping #2…\n"
+	if code != 1 || out != want || !strings.Contains(errOut, "No running command #9 here.") {
+		t.Errorf("stop: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
+	}
+	if out, _, _ := plugin(ctx, "dave", ns, nil, "stop", "running"); out != "#1 is already stopping.\n" {
+		t.Errorf("stop again: %q", out)
+	}
+	var j shellv1alpha1.ShellJob
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "running"}, &j); err != nil || !j.Spec.Stop || j.Spec.StopReason != shellv1alpha1.StopReasonUser {
+		t.Errorf("running: stop %v, reason %q, %v", j.Spec.Stop, j.Spec.StopReason, err)
+	}
+	if out, _, code := plugin(ctx, "dave", ns, nil, "stop", "--all"); code != 0 || out != "#1 is already stopping.\n#2 is already stopping.\n" {
+		t.Errorf("stop --all: exit %d, %q", code, out)
+	}
+	empty := env.Namespace(t, "cli")
+	if out, _, _ := plugin(ctx, "dave", empty, nil, "stop", "--all"); out != "No running command here.\n" {
+		t.Errorf("stop --all with none: %q", out)
+	}
+	if _, errOut, code := plugin(ctx, "dave", ns, nil, "stop"); code != 1 || !strings.HasPrefix(errOut, "error: ") {
+		t.Errorf("stop alone: exit %d, %q", code, errOut)
+	}
+}
+
+// regexpLine tells whether a line of out holds the fields in order.
+func regexpLine(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(fields) && strings.Join(f[:len(fields)], " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+// LsOptions are the options of the ls command.
+type LsOptions struct {
+	*Options
+	All bool
+}
+
+// NewLsCmd returns the ls command.
+func NewLsCmd(o *Options) *cobra.Command {
+	l := &LsOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "ls [--all]",
+		Short: "List the jobs that are queued or running",
+		Long: `Lists the ShellJobs of the namespace that are queued or running, or every
+one with --all: number, age, phase, owner and the first 60 characters of the
+command.`,
+		Example:               "  kubectl shelljob ls --all",
+		DisableFlagsInUseLine: true,
+		Args:                  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true
+			return l.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().BoolVarP(&l.All, "all", "A", false, "list the jobs that have ended too")
+	return cmd
+}
+
+// Run prints the table.
+func (l *LsOptions) Run(ctx context.Context) error {
+	c, err := l.Cluster()
+	if err != nil {
+		return err
+	}
+	var list shellv1alpha1.ShellJobList
+	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		return fmt.Errorf("list shelljobs: %w", err)
+	}
+	jobs := list.Items[:0]
+	for _, j := range list.Items {
+		if l.All || !shelljob.IsFinished(&j) {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintf(l.ErrOut, "No resources found in %s namespace.\n", c.Namespace)
+		return nil
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].Status.Number < jobs[b].Status.Number })
+	w := printers.GetNewTabWriter(l.Out)
+	fmt.Fprintln(w, "#\tNAME\tAGE\tPHASE\tOWNER\tCOMMAND")
+	now := l.Clock.Now()
+	for i := range jobs {
+		j := &jobs[i]
+		num := "-"
+		if j.Status.Number != 0 {
+			num = strconv.FormatInt(j.Status.Number, 10)
+		}
+		summary := j.Status.Summary
+		if summary == "" {
+			summary = shelljob.Summary(j.Spec.Command)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), phaseOf(j), owner(j), summary)
+	}
+	return w.Flush()
+}
+
+// owner is who made the job: the Kubernetes user for the CLI, tg:ID for a
+// Telegram user.
+func owner(j *shellv1alpha1.ShellJob) string {
+	switch {
+	case j.Spec.Origin.User == "":
+		return "<none>"
+	case j.Spec.Origin.Source == shellv1alpha1.OriginTelegram:
+		return "tg:" + j.Spec.Origin.User
+	}
+	return j.Spec.Origin.User
+}
