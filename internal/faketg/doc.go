@@ -15,7 +15,9 @@
 // (telegram.Options with PublicKeys, DC and DCList). The token is
 // Server.BotToken (Options.BotToken, DefaultBotToken by default). Set
 // Options.Advertise when the bot reaches the fake under another address
-// (a kind pod): help.getConfig reports it as the DC's address. The key is
+// (a kind pod): help.getConfig reports it as the DC's address, which gotd
+// dials after a reconnect. It may be a host name (a Service's DNS name),
+// as may the bot's own DC address: gotd resolves both with net.Dialer. The key is
 // generated per Server unless Options.PrivateKey is given (LoadPrivateKey,
 // PrivateKeyPEM) so that it stays the same across restarts of the fake.
 // The fake keeps auth keys in memory only: after a restart of the fake,
@@ -107,6 +109,10 @@
 // setBotGuestChatResult, editInlineBotMessage, uploadMedia, getMessages,
 // channels.deleteMessages, channels.getMessages, bots.setBotCommands,
 // upload.saveFilePart, saveBigFilePart and getFile.
+//
+// Package control serves all of this over HTTP and JSON (Server.Chat
+// finds a chat by its Bot API ID, Server.File a file by Media.ID), for a
+// fake that runs in another process or a pod.
 //
 // Package echobot is a small bot that connects the way a production bot
 // does; cmd/faketg -echo-bot runs it to try the terminal chat.

@@ -2,6 +2,7 @@ package faketg
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/gotd/td/bin"
 	"github.com/gotd/td/tg"
@@ -74,6 +75,39 @@ func (s *Server) takeFaultLocked(method uint32, req bin.Object) *tgerr.Error {
 			}
 		}
 		return err
+	}
+	return nil
+}
+
+type hold struct {
+	match   func(bin.Object) bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+// Hold makes the next call of a method for which match returns true (nil
+// matches all) wait, before the fake serves it, until release is called;
+// held is closed once such a call waits. The fake serves the calls of a
+// connection in order, so the client's later calls wait behind it, while
+// the updates the fake pushes still go out.
+func (s *Server) Hold(method uint32, match func(bin.Object) bool) (held <-chan struct{}, release func()) {
+	h := &hold{match: match, held: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	s.holds[method] = append(s.holds[method], h)
+	s.mu.Unlock()
+	var once sync.Once
+	return h.held, func() { once.Do(func() { close(h.release) }) }
+}
+
+// takeHoldLocked removes and returns the first hold of method that
+// matches req.
+func (s *Server) takeHoldLocked(method uint32, req bin.Object) *hold {
+	hs := s.holds[method]
+	for i, h := range hs {
+		if h.match == nil || h.match(req) {
+			s.holds[method] = append(hs[:i:i], hs[i+1:]...)
+			return h
+		}
 	}
 	return nil
 }

@@ -106,6 +106,21 @@ func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.Messag
 	}, r.RandomID)
 }
 
+// ID is the file's document or photo ID, for Server.File.
+func (md *Media) ID() int64 { return md.id }
+
+// File returns a copy of a file sent by a user or uploaded by the bot, by
+// its Media.ID.
+func (s *Server) File(id int64) (Media, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md, ok := s.media[id]
+	if !ok {
+		return Media{}, false
+	}
+	return *md, true
+}
+
 // addMediaLocked gives md a new ID and access hash and stores it.
 func (s *Server) addMediaLocked(md *Media) {
 	s.nextFileID++

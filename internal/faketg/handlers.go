@@ -74,9 +74,23 @@ func (s *Server) serve(srv *tgtest.Server, req *tgtest.Request) error {
 		s.hasSession = true
 	}
 	hasFault := len(s.faults[id]) > 0
+	hasHold := len(s.holds[id]) > 0
 	s.mu.Unlock()
 	if !authorized && !strings.HasPrefix(name, "auth.") && !strings.HasPrefix(name, "help.") {
 		return tgerr.New(401, "AUTH_KEY_UNREGISTERED")
+	}
+	if hasHold {
+		obj, err := decodeRequest(id, req.Buf)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		h := s.takeHoldLocked(id, obj)
+		s.mu.Unlock()
+		if h != nil {
+			close(h.held)
+			<-h.release
+		}
 	}
 	if hasFault {
 		obj, err := decodeRequest(id, req.Buf)
@@ -269,14 +283,12 @@ func (s *Server) getDifference(srv *tgtest.Server, req *tgtest.Request, r *tg.Up
 	s.connected = true
 	s.call("updates.getDifference", r)
 	st := s.stateLocked()
-	if r.Pts > s.pts || r.Qts > s.qts {
-		// The bot's state is from another server (the fake restarted):
-		// move it to ours.
-		return srv.SendResult(req, &tg.UpdatesDifference{
-			NewMessages: []tg.MessageClass{}, NewEncryptedMessages: []tg.EncryptedMessageClass{},
-			OtherUpdates: []tg.UpdateClass{}, Chats: []tg.ChatClass{}, Users: []tg.UserClass{},
-			State: st,
-		})
+	// A state ahead of ours is from another server (the fake restarted):
+	// everything this one has is new to the bot, and the full difference
+	// moves its state back to ours.
+	reset := r.Pts > s.pts || r.Qts > s.qts
+	if reset {
+		r.Pts, r.Qts = 0, 0
 	}
 	var (
 		msgs  []tg.MessageClass
@@ -297,7 +309,7 @@ func (s *Server) getDifference(srv *tgtest.Server, req *tgtest.Request, r *tg.Up
 			other = append(other, e.update)
 		}
 	}
-	if len(msgs) == 0 && len(other) == 0 {
+	if len(msgs) == 0 && len(other) == 0 && !reset {
 		return srv.SendResult(req, &tg.UpdatesDifferenceEmpty{Date: st.Date})
 	}
 	if msgs == nil {

@@ -62,6 +62,39 @@ func (s *Server) User(id int64) (*User, bool) {
 	return u, ok
 }
 
+// Users are the fake's users in the order they were added.
+func (s *Server) Users() []*User {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*User(nil), s.userList...)
+}
+
+// Chats are the fake's chats in the order they were added, each user's
+// private chat included.
+func (s *Server) Chats() []*Chat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Chat(nil), s.chatList...)
+}
+
+// Chat finds a chat by its Bot API ID (Chat.BotAPIID), which tells the
+// kinds apart.
+func (s *Server) Chat(botAPIID int64) (*Chat, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var k chatKey
+	switch {
+	case botAPIID > 0:
+		k = keyOf(Private, botAPIID)
+	case botAPIID < -1000000000000:
+		k = keyOf(Supergroup, -1000000000000-botAPIID)
+	default:
+		k = keyOf(Group, -botAPIID)
+	}
+	c, ok := s.chats[k]
+	return c, ok
+}
+
 // ChatOptions describe a new group, supergroup or forum.
 type ChatOptions struct {
 	// Title defaults to "Group <ID>".

@@ -18,7 +18,10 @@ type Options struct {
 	// Advertise is the "host:port" the server reports as its DC address in
 	// help.getConfig and in DCList. A bot in a kind pod dials this, so set
 	// it when Addr listens on 0.0.0.0 or behind a port mapping.
-	// Defaults to the listener's address.
+	// The host may be a name ("faketg.ns.svc:8443"): gotd dials DC
+	// addresses with net.Dialer, which resolves it, both from the bot's
+	// own DC list and from this one after a reconnect. Port 0 stands for
+	// the listener's port. Defaults to the listener's address.
 	Advertise string
 	// DC is the ID of the only DC. Defaults to 2, gotd's default DC.
 	DC int

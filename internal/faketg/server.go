@@ -83,6 +83,7 @@ type Server struct {
 	inline  map[int64]*Message       // guest answers by InputBotInlineMessageID64.ID
 	queries map[int64]*guestRef      // guest queries by query ID
 	faults  map[uint32][]fault
+	holds   map[uint32][]*hold
 }
 
 type chatKey struct {
@@ -123,6 +124,7 @@ func New(opts Options) (*Server, error) {
 		inline:     map[int64]*Message{},
 		queries:    map[int64]*guestRef{},
 		faults:     map[uint32][]fault{},
+		holds:      map[uint32][]*hold{},
 		done:       make(chan struct{}),
 	}
 	config.NewService(&s.cfg, &s.cdnCfg).Register(s.common)
@@ -159,6 +161,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		_ = ln.Close()
 		return errors.Wrap(err, "advertise port")
+	}
+	if port == 0 {
+		port = ln.Addr().(*net.TCPAddr).Port
+		s.addr = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	ip := net.ParseIP(host)
 	s.cfg = tg.Config{

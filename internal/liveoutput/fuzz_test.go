@@ -26,7 +26,7 @@ func planWrites(data, plan []byte, each func(i int, s Stream, p []byte)) {
 // with no stop.
 func modelFinal(all []byte, head, tail int) string {
 	if len(all) <= head {
-		return decodeEscape(all)
+		return DecodeEscape(all)
 	}
 	cut := head
 	if isContinuation(all[cut]) {
@@ -35,10 +35,10 @@ func modelFinal(all []byte, head, tail int) string {
 	rest := all[cut:]
 	keep := rest[max(0, len(rest)-tail):]
 	if len(keep) == len(rest) {
-		return decodeEscape(all)
+		return DecodeEscape(all)
 	}
 	aligned := skipContinuations(keep)
-	return decodeEscape(all[:cut]) + notKeptLine(int64(len(rest)-len(aligned)), "") + decodeEscape(aligned)
+	return DecodeEscape(all[:cut]) + notKeptLine(int64(len(rest)-len(aligned)), "") + DecodeEscape(aligned)
 }
 
 func capOption(b uint8) int {

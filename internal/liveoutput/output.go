@@ -307,11 +307,11 @@ func (s *store) copy() storeCopy {
 
 func (c storeCopy) text() string {
 	if c.dropped == 0 {
-		return decodeEscape(append(c.head, c.tail...))
+		return DecodeEscape(append(c.head, c.tail...))
 	}
 	tail := skipContinuations(c.tail)
 	dropped := c.dropped + int64(len(c.tail)-len(tail))
-	return decodeEscape(c.head) + notKeptLine(dropped, "") + decodeEscape(tail)
+	return DecodeEscape(c.head) + notKeptLine(dropped, "") + DecodeEscape(tail)
 }
 
 // A ring keeps the last max bytes written to it.

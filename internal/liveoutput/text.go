@@ -97,9 +97,9 @@ func decodeReplace(p []byte) string {
 	return sb.String()
 }
 
-// decodeEscape decodes p as Python does with errors="backslashreplace": each
+// DecodeEscape decodes p as Python does with errors="backslashreplace": each
 // byte that is not UTF-8 becomes a \xNN escape.
-func decodeEscape(p []byte) string {
+func DecodeEscape(p []byte) string {
 	if utf8.Valid(p) {
 		return string(p)
 	}

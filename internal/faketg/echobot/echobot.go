@@ -36,6 +36,8 @@ type Config struct {
 	// DC defaults to 2.
 	DC    int
 	Token string
+	// Resolver dials the DC; defaults to gotd's (dcs.DefaultResolver).
+	Resolver dcs.Resolver
 }
 
 // ClientOptions builds telegram.Options from a DC address and a PEM key,
@@ -77,6 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	d := tg.NewUpdateDispatcher()
 	gaps := updates.New(updates.Config{Handler: d})
+	opts.Resolver = cfg.Resolver
 	opts.SessionStorage = &session.StorageMemory{}
 	opts.UpdateHandler = gaps
 	opts.Middlewares = []telegram.Middleware{updhook.UpdateHook(gaps.Handle), updhook.AffectedHook(gaps)}
