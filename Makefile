@@ -32,9 +32,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the API markers.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers; copy the CRDs into the chart (test/chart checks they match).
 	$(CONTROLLER_GEN) rbac:roleName=shelljob-manager crd:allowDangerousTypes=false webhook paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	rm -f charts/shelljob/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/shelljob/crds/
 
 .PHONY: fmt
 fmt: ## go fmt.
@@ -47,16 +49,16 @@ lint: $(STATICCHECK) ## go vet, staticcheck and (once the chart exists) helm lin
 	@if [ -f charts/shelljob/Chart.yaml ]; then $(MAKE) --no-print-directory helm-lint; fi
 
 .PHONY: helm-lint
-helm-lint: $(HELM)
-	$(HELM) lint charts/shelljob
+helm-lint: $(HELM) ## helm lint of the chart, warnings included.
+	$(HELM) lint --strict charts/shelljob
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest from source (cached).
 	@hack/envtest-assets.sh >/dev/null
 
 .PHONY: unit
-unit: envtest-assets ## The quick suite: unit, fuzz seeds and envtest, no cluster.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
+unit: envtest-assets $(HELM) ## The quick suite: unit, fuzz seeds, envtest and the chart's golden tests, no cluster.
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
 
 # Packages whose concurrency the race detector checks in `make test`.
 RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/...
@@ -69,16 +71,16 @@ race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output
 test: lint unit race e2e ## The whole suite: lint, unit and envtest, race, then end to end on kind.
 
 .PHONY: e2e
-e2e: ## End-to-end tests on the kind cluster (make kind-up).
-	@hack/e2e.sh
+e2e: $(HELM) $(KIND) ## End-to-end tests on kind: the chart and the fake Telegram installed, the whole stack driven as a chat admin would.
+	@HELM=$(HELM) KIND=$(KIND) LOCALBIN=$(LOCALBIN) KIND_WORKERS=$(KIND_WORKERS) hack/e2e.sh
 
 .PHONY: bench
-bench: ## Benchmarks; figures go to BENCHMARKS.md.
-	@hack/bench.sh
+bench: $(HELM) $(KIND) ## Benchmarks; figures go to BENCHMARKS.md.
+	@HELM=$(HELM) KIND=$(KIND) LOCALBIN=$(LOCALBIN) KIND_WORKERS=$(KIND_WORKERS) hack/bench.sh
 
 .PHONY: demo
-demo: ## The main job: a bot on kind against the fake Telegram.
-	@hack/demo.sh
+demo: $(HELM) $(KIND) ## The main job: the whole stack on kind, and a terminal chat with the bot through the fake Telegram.
+	@HELM=$(HELM) KIND=$(KIND) LOCALBIN=$(LOCALBIN) KIND_WORKERS=$(KIND_WORKERS) hack/demo.sh
 
 ##@ Build
 
@@ -88,9 +90,12 @@ build: generate ## Build every binary into ./bin.
 
 ##@ Cluster
 
+# KIND_WORKERS is the number of worker nodes beside the control plane.
+KIND_WORKERS ?= 1
+
 .PHONY: kind-up
-kind-up: $(KIND) ## Create the shelljob kind cluster offline, with the project's images loaded (all builds cached).
-	@KIND=$(KIND) LOCALBIN=$(LOCALBIN) hack/kind-up.sh
+kind-up: $(KIND) ## Create the shelljob kind cluster offline (KIND_WORKERS=1 worker nodes), with the project's images loaded (all builds cached).
+	@KIND=$(KIND) LOCALBIN=$(LOCALBIN) KIND_WORKERS=$(KIND_WORKERS) hack/kind-up.sh
 
 .PHONY: kind-down
 kind-down: $(KIND) ## Delete the shelljob kind cluster (images stay cached).

@@ -9,6 +9,12 @@
 #   cluster  the operator on the kind cluster (hack/e2e.sh --setup brings it
 #            up and deploys), beside plain kubectl exec in the same run: start
 #            latency, throughput read back through the agent, stop latency.
+#   cli      `kubectl shelljob exec -- echo hi` beside `kubectl exec POD --
+#            echo hi`, whole processes, E2E_BENCH_CLI_RUNS runs each (30).
+#   chat     the whole stack through the fake Telegram: message to reply,
+#            to first preview, .k to final, at rest and with the pool busy,
+#            beside plain kubectl exec; and a soak of E2E_SOAK_JOBS (500)
+#            jobs that counts what was lost, peak memory and API writes.
 #
 # Environment: BENCHTIME (default 1s) and COUNT (default 5) are passed to
 # go test; each figure is the median of the COUNT runs. BENCH_FORMAT=markdown
@@ -19,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BENCHTIME="${BENCHTIME:-1s}"
 COUNT="${COUNT:-5}"
 BENCH_FORMAT="${BENCH_FORMAT:-text}"
-SECTIONS=(output cluster)
+SECTIONS=(output cluster chat cli)
 
 machine() {
   local cpu
@@ -154,6 +160,88 @@ section_cluster() {
   done
   echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
   echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
+  echo
+}
+
+# section_chat runs test/e2e's TestBenchChat on the stack (hack/e2e.sh
+# --setup), which prints "BENCH name value unit" lines.
+section_chat() {
+  local context log
+  context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
+  log="$(mktemp)"
+  # shellcheck disable=SC2064
+  trap "rm -f '${log}'" RETURN
+  log "chat: go test -tags e2e -run TestBenchChat on ${context}"
+  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
+    go test -tags e2e -count=1 -v -timeout 60m -run '^TestBenchChat$' ./test/e2e/) > "${log}" ||
+    { tail -30 "${log}" >&2; die "TestBenchChat failed"; }
+  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
+  local row label ours base ratio
+  echo "== Through the bot (kind, the fake Telegram's clock) =="
+  if [[ "${BENCH_FORMAT}" == markdown ]]; then
+    printf '| measure | shelljob | baseline | ratio |\n|---|---:|---:|---:|\n'
+  else
+    printf '%-46s %12s %12s %8s\n' "measure" "shelljob" "baseline" "ratio"
+  fi
+  for row in \
+    "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50" \
+    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50" \
+    "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000" \
+    ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50" \
+    "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50" \
+    "pool busy: .k to final p50 (ms)|chat_busy_stop_p50|chat_stop_base_p50"; do
+    IFS='|' read -r label ours base <<< "${row}"
+    ours="$(bench "${ours}")"
+    if [[ "${base}" == =* ]]; then base="${base#=}"; else base="$(bench "${base}")"; fi
+    [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
+    ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
+    if [[ "${BENCH_FORMAT}" == markdown ]]; then
+      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
+    else
+      printf '%-46s %12s %12s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
+    fi
+  done
+  echo "(baselines: plain kubectl exec of the same command, or of pkill -INT for a stop, in the same run)"
+  echo
+  echo "== Soak: $(bench soak_jobs) jobs through the 16-worker pool from the fake Telegram =="
+  printf '%-34s %s\n' "time" "$(bench soak_seconds) s" \
+    "jobs lost" "$(bench soak_jobs_lost)" "finals lost" "$(bench soak_finals_lost)" "lines lost" "$(bench soak_lines_lost)" \
+    "peak memory: operator" "$(bench soak_peak_mem_operator) MiB" "peak memory: bot" "$(bench soak_peak_mem_bot) MiB" \
+    "peak memory: a worker (highest)" "$(bench soak_peak_mem_worker) MiB" "API writes per job" "$(bench soak_api_writes_per_job)"
+  echo
+}
+
+# section_cli runs test/e2e's TestBenchCLI on the kind cluster.
+section_cli() {
+  local context log
+  context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
+  log="$(mktemp)"
+  # shellcheck disable=SC2064
+  trap "rm -f '${log}'" RETURN
+  log "cli: go test -tags e2e -run TestBenchCLI on ${context}"
+  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
+    go test -tags e2e -count=1 -v -timeout 30m -run '^TestBenchCLI$' ./test/e2e/) > "${log}" ||
+    { tail -30 "${log}" >&2; die "TestBenchCLI failed"; }
+  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
+  local row label ours base ratio
+  echo "== kubectl shelljob exec (kind, ${E2E_BENCH_CLI_RUNS:-30} runs each, process start to exit) =="
+  if [[ "${BENCH_FORMAT}" == markdown ]]; then
+    printf '| measure | kubectl shelljob exec | kubectl exec | ratio |\n|---|---:|---:|---:|\n'
+  else
+    printf '%-40s %22s %14s %8s\n' "measure" "kubectl shelljob exec" "kubectl exec" "ratio"
+  fi
+  for row in "echo hi, p50 (ms)|cli_exec_p50|cli_exec_base_p50" "echo hi, p95 (ms)|cli_exec_p95|cli_exec_base_p95"; do
+    IFS='|' read -r label ours base <<< "${row}"
+    ours="$(bench "${ours}")" base="$(bench "${base}")"
+    [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
+    ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
+    if [[ "${BENCH_FORMAT}" == markdown ]]; then
+      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
+    else
+      printf '%-40s %22s %14s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
+    fi
+  done
+  echo "(target: at most 1.30× at p50)"
   echo
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the project's images without pulling anything, and prints the names of
 # those it has (one a line):
-#   - OPERATOR_IMAGE (cmd/manager) and BOT_IMAGE (cmd/bot): one static binary in
-#     an otherwise empty image, user 65532;
+#   - OPERATOR_IMAGE (cmd/manager), BOT_IMAGE (cmd/bot) and FAKETG_IMAGE
+#     (cmd/faketg, the fake Telegram of the e2e suite and the demo): one static
+#     binary in an otherwise empty image, user 65532;
 #   - WORKER_IMAGE: a Debian minbase (debootstrap) with zsh, coreutils and procps,
 #     user shell (uid 1000, home /home/shell), and the agent (cmd/agent) at
 #     /usr/local/bin/shelljob-agent as its entrypoint, and its spool dir
@@ -139,6 +140,7 @@ fi
 build_all() {
   static_image "${OPERATOR_IMAGE}" manager manager
   static_image "${BOT_IMAGE}" bot bot
+  static_image "${FAKETG_IMAGE}" faketg faketg
   worker_image
 }
 

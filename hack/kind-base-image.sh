@@ -2,14 +2,15 @@
 # Builds the base of the kind node image without pulling anything, and prints
 # its tag: a Debian minbase rootfs from debootstrap (mirror taken from this
 # machine's apt sources) with systemd, runc and the CNI plugins; containerd 2
-# from hack/containerd.sh (Debian's 1.6 leaves an interrupted `kubectl exec`
-# running); plus what kind's own images/base/Dockerfile adds: kind's files from
+# from hack/containerd.sh (stock, the version kind's own node image carries);
+# plus what kind's own images/base/Dockerfile adds: kind's files from
 # the kind module, the systemd clean-up, cri-base.json, the enabled units. On top:
 #   - the runtime wrapper (hack/runc-wrapper.sh) as containerd's runc binary,
 #     so privileged pods run in a node whose bounding set lacks capabilities;
 #   - the kubelet flag --fail-cgroupv1=false (cgroup v1 hosts);
-#   - a static ptp CNI config for the single node's pod /24, in place of kindnetd
-#     (whose image can't be had here).
+#   - no CNI config: kindnetd's image can't be had here, so hack/kind-up.sh
+#     gives each node a ptp config for its own podCIDR and routes to the
+#     other nodes' pods.
 # The tag is a hash of this recipe; nothing is done when it exists.
 # usage: hack/kind-base-image.sh [--tag]
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,7 +22,6 @@ PACKAGES=(
   bash ca-certificates curl jq procps
   runc containernetworking-plugins
 )
-POD_SUBNET="${POD_SUBNET:-10.244.0.0/24}"
 WRAPPER=/usr/local/sbin/shelljob-runc
 
 # (hack/containerd.sh's output directory is keyed by the same version and recipe.)
@@ -79,10 +79,9 @@ shelljob_changes() {
   sed -i "/SystemdCgroup = true/a\\    BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml"
   grep -q "BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml" || die "could not set BinaryName"
   sed -i 's/^KUBELET_EXTRA_ARGS=.*/& --fail-cgroupv1=false/' "${r}/etc/default/kubelet"
+  # No CNI config: kind-up.sh writes each node's own, from the podCIDR the
+  # controller manager gives it, so the node is NotReady until then.
   install -d "${r}/etc/cni/net.d"
-  cat > "${r}/etc/cni/net.d/10-kindnet.conflist" <<JSON
-{"cniVersion":"0.3.1","name":"kindnet","plugins":[{"type":"ptp","ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"${POD_SUBNET}"}]],"routes":[{"dst":"0.0.0.0/0"}]}},{"type":"portmap","capabilities":{"portMappings":true}}]}
-JSON
   rm -rf "${r}"/var/cache/apt/archives/*.deb "${r}"/var/lib/apt/lists/* "${r}"/var/log/*.log
 }
 
@@ -100,7 +99,7 @@ build() {
   mkdir -p "${rootfs}" "${SHELLJOB_CACHE}/logs"
   step "kind base: debootstrap" debootstrap_rootfs
   step "kind base: kind ${KIND_VERSION} files and units" kind_files
-  step "kind base: runtime wrapper, kubelet flag, CNI config" shelljob_changes
+  step "kind base: runtime wrapper, kubelet flag" shelljob_changes
   step "kind base: docker import ${tag}" import_rootfs
   rm -rf "${rootfs}"
 }

@@ -104,8 +104,8 @@ assemble() {
   for b in kubeadm kubelet kubectl; do docker cp "${kube}/${b}" "${node}:/usr/bin/${b}"; done
   docker cp "${crictl}/crictl" "${node}:/usr/local/bin/crictl"
   echo "${KUBE_VERSION}" | node_write /kind/version
-  # kind applies these two manifests. Pod networking is the static ptp config in
-  # /etc/cni/net.d, and there is no provisioner image: keep both harmless.
+  # kind applies these two manifests. Pod networking is a ptp config per node
+  # that kind-up.sh writes, and there is no provisioner image: keep both harmless.
   node_write /kind/manifests/default-cni.yaml <<'YAML'
 apiVersion: v1
 kind: ConfigMap
@@ -113,7 +113,7 @@ metadata:
   name: shelljob-cni
   namespace: kube-system
 data:
-  note: "Pod networking is a static ptp CNI config in /etc/cni/net.d of the node (hack/kind-base-image.sh)."
+  note: "Pod networking is a ptp CNI config per node for its podCIDR, with routes to the other nodes' pods (hack/kind-up.sh)."
 YAML
   node_write /kind/manifests/default-storage.yaml <<'YAML'
 apiVersion: storage.k8s.io/v1

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Creates the kind cluster KIND_CLUSTER (one node) offline, unless it already
-# runs from the current node image, waits until the node and CoreDNS are
+# Creates the kind cluster KIND_CLUSTER (one control-plane node and
+# KIND_WORKERS worker nodes, default 1) offline, unless it already runs from
+# the current node image with that many nodes, waits until the node and CoreDNS are
 # ready, loads the project's images and prints the kubeconfig context.
 # Everything it needs is built locally and cached: the Docker engine
 # (hack/docker-engine.sh), the node image (hack/kind-node-image.sh) and the
 # project's images (hack/images.sh). A cluster left stopped (after a reboot)
 # or made from another node image is recreated.
-# env: KIND (the kind binary), LOCALBIN (where to link kubectl), KUBECONFIG.
+# env: KIND (the kind binary), LOCALBIN (where to link kubectl), KUBECONFIG,
+# KIND_WORKERS (worker nodes; 0 for a single node that also runs the pods).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KIND="${KIND:-${ROOT_DIR}/bin/kind}"
 LOCALBIN="${LOCALBIN:-${ROOT_DIR}/bin}"
+KIND_WORKERS="${KIND_WORKERS:-1}"
+[[ "${KIND_WORKERS}" =~ ^[0-9]+$ ]] || die "KIND_WORKERS must be a number of worker nodes, not '${KIND_WORKERS}'"
 context="kind-${KIND_CLUSTER}"
 node_container="${KIND_CLUSTER}-control-plane"
 [[ -x "${KIND}" ]] || die "no kind at ${KIND} (make kind-up builds it)"
@@ -48,6 +52,8 @@ kubeadmConfigPatches:
 nodes:
 - role: control-plane
 YAML
+  local i
+  for ((i = 0; i < KIND_WORKERS; i++)); do echo "- role: worker"; done
 }
 
 # answers: the API server of a running node answers within 60 s (a node
@@ -77,14 +83,50 @@ ensure_cluster() {
     local state image
     state="$(docker inspect -f '{{.State.Status}}' "${node_container}" 2>/dev/null || echo missing)"
     image="$(docker inspect -f '{{.Config.Image}}' "${node_container}" 2>/dev/null || true)"
-    if [[ "${state}" == running && "${image}" == "${node_image}" ]] && answers; then
+    local nodes
+    nodes="$("${KIND}" get nodes --name "${KIND_CLUSTER}" 2>/dev/null | wc -l)"
+    if [[ "${state}" == running && "${image}" == "${node_image}" && "${nodes}" -eq $((KIND_WORKERS + 1)) ]] && answers; then
       log "cluster ${KIND_CLUSTER} exists and answers: keeping it"
       reused=1
       return 0
     fi
-    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}): recreating it"
+    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}, ${nodes} nodes): recreating it"
   fi
   create_cluster
+}
+
+# pod_network: kindnetd's image can't be had here, so do its job: give every
+# node a ptp CNI config for the podCIDR the controller manager allocated it,
+# and routes to every other node's pods through that node. The node becomes
+# Ready once it has its config. Safe to run again (a kept cluster whose node
+# containers restarted lost their routes).
+pod_network() {
+  local names=() cidrs=() ips=() n i j cidr ip
+  mapfile -t names < <("${KIND}" get nodes --name "${KIND_CLUSTER}" | sort)
+  for n in "${names[@]}"; do
+    cidr=""
+    for _ in $(seq 1 60); do
+      cidr="$(kubectl get node "${n}" -o jsonpath='{.spec.podCIDR}' 2>/dev/null || true)"
+      [[ -z "${cidr}" ]] || break
+      sleep 1
+    done
+    [[ -n "${cidr}" ]] || die "node ${n} got no podCIDR"
+    ip="$(kubectl get node "${n}" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')"
+    cidrs+=("${cidr}") ips+=("${ip}")
+  done
+  for i in "${!names[@]}"; do
+    docker exec -i "${names[i]}" sh -c 'cat > /etc/cni/net.d/10-shelljob.conflist.tmp && mv /etc/cni/net.d/10-shelljob.conflist.tmp /etc/cni/net.d/10-shelljob.conflist' <<JSON
+{"cniVersion":"0.3.1","name":"shelljob","plugins":[{"type":"ptp","ipMasq":true,"ipam":{"type":"host-local","ranges":[[{"subnet":"${cidrs[i]}"}]],"routes":[{"dst":"0.0.0.0/0"}]}},{"type":"portmap","capabilities":{"portMappings":true}}]}
+JSON
+    for j in "${!names[@]}"; do
+      [[ ${i} -ne ${j} ]] || continue
+      docker exec "${names[i]}" ip route replace "${cidrs[j]}" via "${ips[j]}"
+    done
+    log "${names[i]}: pods ${cidrs[i]}"
+  done
+  # Every node runs pods, the control plane too, so that placement across
+  # nodes is real with one worker node.
+  kubectl taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null 2>&1 || true
 }
 
 wait_node() { kubectl wait --for=condition=Ready node --all --timeout="$1" >&2; }
@@ -102,6 +144,7 @@ wait_ready() {
   log "the kept cluster did not get ready: recreating it"
   reused=0
   step "kind cluster ${KIND_CLUSTER} (again)" create_cluster
+  step "pod network" pod_network
   step "node Ready" wait_node 300s
   step "CoreDNS ready" wait_coredns 300s
 }
@@ -122,6 +165,7 @@ up() {
   step "kind node image" node_image
   step "project images" project_images
   step "kind cluster ${KIND_CLUSTER}" ensure_cluster
+  step "pod network" pod_network
   wait_ready
   step "load images: ${images[*]:-none}" load_images
   log "✔ kind cluster ${KIND_CLUSTER} is up ($((SECONDS - start)) s); kubeconfig context: ${context}"

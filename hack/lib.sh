@@ -16,6 +16,7 @@ IMAGE_TAG="${IMAGE_TAG:-0.1.0}"
 OPERATOR_IMAGE="${OPERATOR_IMAGE:-shelljob/operator}"
 BOT_IMAGE="${BOT_IMAGE:-shelljob/bot}"
 WORKER_IMAGE="${WORKER_IMAGE:-shelljob/worker}"
+FAKETG_IMAGE="${FAKETG_IMAGE:-shelljob/faketg}"
 
 # The kind cluster and its node image (the tag gets a hash of its inputs).
 KIND_CLUSTER="${KIND_CLUSTER:-shelljob}"
