@@ -139,7 +139,7 @@ func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) time.D
 	var w firstByte
 	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
 	defer cancel()
-	if _, err := agent.Follow(ctx, types.NamespacedName{Namespace: Namespace, Name: j.Status.Pod}, string(j.UID), 0, &w); err != nil {
+	if _, err := agent.Follow(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}, string(j.UID), 0, &w); err != nil {
 		t.Fatalf("follow %s: %v", j.Name, err)
 	}
 	WaitForJobEnd(t, j, JobTimeout)
@@ -151,7 +151,7 @@ func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) time.D
 func execToFirstByte(t *testing.T, pod string, command ...string) time.Duration {
 	t.Helper()
 	var w firstByte
-	cmd := kubectlCmd(append([]string{"-n", Namespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, command...)...)
+	cmd := kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, command...)...)
 	cmd.Stdout = &w
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -173,7 +173,7 @@ func throughputJob(t *testing.T, agent *agentclient.Client, size int64) {
 	var w firstByte
 	ctx, cancel := context.WithTimeout(context.Background(), 5*JobTimeout)
 	defer cancel()
-	reached, err := agent.Follow(ctx, types.NamespacedName{Namespace: Namespace, Name: j.Status.Pod}, string(j.UID), 0, &w)
+	reached, err := agent.Follow(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}, string(j.UID), 0, &w)
 	took := time.Since(w.first).Seconds()
 	if err != nil {
 		t.Fatalf("follow: %v", err)
@@ -187,7 +187,7 @@ func throughputJob(t *testing.T, agent *agentclient.Client, size int64) {
 func throughputExec(t *testing.T, pod string, size int64) float64 {
 	t.Helper()
 	var w firstByte
-	cmd := kubectlCmd("-n", Namespace, "exec", pod, "-c", controllers.WorkerContainer, "--",
+	cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--",
 		"head", "-c", strconv.FormatInt(size, 10), "/dev/zero")
 	cmd.Stdout = &w
 	if err := cmd.Run(); err != nil {
@@ -222,7 +222,7 @@ func stopExec(t *testing.T, pod string) time.Duration {
 	t.Helper()
 	tag := strconv.FormatInt(time.Now().UnixNano()%100000+100000, 10)
 	inPod := func(args ...string) *exec.Cmd {
-		return kubectlCmd(append([]string{"-n", Namespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...)
+		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...)
 	}
 	sleeper := inPod("sleep", tag)
 	sleeper.Stdout, sleeper.Stderr = io.Discard, io.Discard

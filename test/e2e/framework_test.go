@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,16 +42,30 @@ const (
 	Interval = 100 * time.Millisecond
 )
 
-// Where the operator runs and watches.
+// Where the chart installed shelljob (hack/stack.sh): the jobs and pools
+// live in Namespace, the worker pods in WorkerNamespace.
+var (
+	Namespace       = envOr("E2E_NAMESPACE", "shelljob-system")
+	WorkerNamespace = envOr("E2E_WORKER_NAMESPACE", Namespace+"-workers")
+)
+
 const (
-	Namespace = "shelljob-system"
 	// Pool is the pool most tests use; the suite creates it.
 	Pool = "e2e"
 	// PoolSize is its number of workers.
 	PoolSize = 4
 	// labelTest marks the jobs of one test, for cleanup.
 	labelTest = "e2e.shelljob.dev/test"
+	// labelPool marks the pools the suite made, for cleanup (hack/e2e.sh).
+	labelPool = "e2e.shelljob.dev/pool"
 )
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
 
 var (
 	c       client.Client
@@ -144,6 +159,7 @@ func EnsurePool(t *testing.T, in EnsurePoolInput) *shellv1alpha1.ShellPool {
 	}
 	if err != nil {
 		pool = utiltesting.MakeShellPool(in.Name, Namespace).Replicas(in.Replicas).Obj()
+		metav1.SetMetaDataLabel(&pool.ObjectMeta, labelPool, "true")
 		if err := c.Create(ctx, pool); err != nil {
 			t.Fatalf("create pool %s: %v", in.Name, err)
 		}
@@ -171,7 +187,13 @@ func WaitForPoolAvailable(t *testing.T, name string) *shellv1alpha1.ShellPool {
 // Job builds a job of the test in the e2e pool.
 func Job(t *testing.T, name, command string) *utiltesting.ShellJobWrapper {
 	return utiltesting.MakeShellJob(name+"-"+rand.String(4), Namespace).
-		Pool(Pool).Command(command).Labels(map[string]string{labelTest: strings.ToLower(t.Name())})
+		Pool(Pool).Command(command).Labels(map[string]string{labelTest: testLabel(t)})
+}
+
+// testLabel is t's name as a label value: subtests' slashes become dots.
+func testLabel(t *testing.T) string {
+	v := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "."))
+	return strings.Trim(v[:min(len(v), validation.LabelValueMaxLength)], "-_.")
 }
 
 // Create creates jobs, and deletes them when the test ends.
@@ -241,7 +263,7 @@ func Output(t *testing.T, j *shellv1alpha1.ShellJob) string {
 	if j.Status.Pod == "" {
 		t.Fatalf("job %s has no pod", j.Name)
 	}
-	return run(t, "-n", Namespace, "exec", j.Status.Pod, "-c", "agent", "--",
+	return run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--",
 		agentapi.AgentPath, agentapi.CmdFollow, agentapi.FlagJob, string(j.UID))
 }
 
@@ -300,7 +322,7 @@ func StopAll(t *testing.T, jobs []*shellv1alpha1.ShellJob) {
 func workerPods(t *testing.T, pool, revision string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := c.List(context.Background(), &pods, client.InNamespace(Namespace),
+	if err := c.List(context.Background(), &pods, client.InNamespace(WorkerNamespace),
 		client.MatchingLabels{shellv1alpha1.LabelPool: pool, shellv1alpha1.LabelRevision: revision}); err != nil {
 		t.Fatal(err)
 	}

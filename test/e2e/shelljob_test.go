@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -88,6 +90,25 @@ func TestStopSleep(t *testing.T) {
 	}
 	if took > 2*time.Second {
 		t.Errorf("took %v: it should end at SIGINT, before the SIGTERM step 2 s later", took)
+	}
+}
+
+// TestLongestCommands: commands of the API's limit, plain and almost six
+// times longer once JSON-escaped, run in a fresh and in the pool's shell.
+func TestLongestCommands(t *testing.T) {
+	for _, mode := range []shellv1alpha1.ShellJobMode{shellv1alpha1.ModeFork, shellv1alpha1.ModeStateful} {
+		for name, build := range map[string]func(int) (string, string){"plain": agenttest.PlainCommand, "escaped": agenttest.EscapedCommand} {
+			t.Run(string(mode)+"/"+name, func(t *testing.T) {
+				cmd, want := build(agenttest.MaxCommand)
+				j := WaitForJobEnd(t, Create(t, Job(t, "long", cmd).Mode(mode))[0], JobTimeout)
+				if j.Status.Phase != shellv1alpha1.PhaseSucceeded || ExitCode(j) != 0 {
+					t.Fatalf("phase %s, exit %d: want Succeeded, 0", j.Status.Phase, ExitCode(j))
+				}
+				if got := Output(t, j); got != want {
+					t.Errorf("output: %d bytes, want %d", len(got), len(want))
+				}
+			})
+		}
 	}
 }
 
@@ -262,7 +283,7 @@ func TestDirectWhileBusy(t *testing.T) {
 // and the pool makes a new worker.
 func TestWorkerDeleted(t *testing.T) {
 	j := WaitForJobPhase(t, Create(t, Job(t, "lost", "sleep 300"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
-	run(t, "-n", Namespace, "delete", "pod", j.Status.Pod, "--wait=false")
+	run(t, "-n", WorkerNamespace, "delete", "pod", j.Status.Pod, "--wait=false")
 	j = WaitForJobEnd(t, j, JobTimeout)
 	if j.Status.Phase != shellv1alpha1.PhaseFailed || FinishedReason(j) != shellv1alpha1.ShellJobFinishedReasonWorkerLost {
 		t.Errorf("phase %s, reason %s: want Failed, WorkerLost", j.Status.Phase, FinishedReason(j))
@@ -372,4 +393,35 @@ func TestOperatorKilled(t *testing.T) {
 	if i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }); i < 0 {
 		t.Errorf("no operator pod after the kill")
 	}
+}
+
+// TestReadersGoneJobStillEnds: stock containerd never stops an exec whose
+// client went away. A job whose readers all left still ends once stopped,
+// and leaves no process behind: neither the command's nor its reader's.
+func TestReadersGoneJobStillEnds(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	j := WaitForJobPhase(t, Create(t, Job(t, "readers", "echo started; sleep 1000"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	follow := kubectlCmd("-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--",
+		agentapi.AgentPath, agentapi.CmdFollow, agentapi.FlagJob, string(j.UID))
+	out, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := out.Read(buf); err != nil || !strings.Contains(string(buf[:n]), "started") {
+		t.Fatalf("the reader read %q, %v", buf[:n], err)
+	}
+	_ = follow.Process.Kill()
+	_ = follow.Wait()
+	Stop(t, j)
+	if j = WaitForJobEnd(t, j, JobTimeout); j.Status.Phase != shellv1alpha1.PhaseStopped {
+		t.Errorf("phase %s, want Stopped", j.Status.Phase)
+	}
+	poll(t, JobTimeout, "no process of the job or of its reader in "+j.Status.Pod, func() (bool, string) {
+		ps := run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--", "ps", "-eo", "pid,args")
+		return !strings.Contains(ps, "sleep 1000") && !strings.Contains(ps, string(j.UID)), ps
+	})
 }

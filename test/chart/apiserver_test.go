@@ -1,0 +1,214 @@
+package chart_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/testenv"
+)
+
+// startAPIServer starts envtest, skipping without KUBEBUILDER_ASSETS except
+// on CI (CI=true), where it fails.
+func startAPIServer(t *testing.T) *testenv.Env {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" && os.Getenv("CI") != "true" {
+		t.Skip(testenv.ErrNoAssets)
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop envtest: %v", err)
+		}
+	})
+	return env
+}
+
+// installOrder creates Namespaces first and the ShellPools last, as helm
+// does.
+func installOrder(kind string) int {
+	switch kind {
+	case "Namespace":
+		return 0
+	case "ShellPool":
+		return 2
+	}
+	return 1
+}
+
+// install creates every object of the rendered chart on the API server,
+// refusing unknown fields.
+func install(t *testing.T, c client.Client, manifests []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	for _, doc := range documents(t, manifests) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("parse: %v\n%s", err, doc)
+		}
+		objs = append(objs, u)
+	}
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return installOrder(a.GetKind()) - installOrder(b.GetKind())
+	})
+	for _, u := range objs {
+		if err := c.Create(context.Background(), u, client.FieldValidation("Strict")); err != nil {
+			t.Fatalf("create %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	return objs
+}
+
+type access struct {
+	verb, group, resource, subresource, name, namespace string
+}
+
+// allowed asks the API server whether the ServiceAccount sa of the release
+// namespace may do a.
+func allowed(t *testing.T, c client.Client, sa string, a access) bool {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + namespace + ":" + sa,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource,
+			Subresource: a.subresource, Name: a.name,
+		},
+	}}
+	if err := c.Create(context.Background(), review); err != nil {
+		t.Fatalf("SubjectAccessReview: %v", err)
+	}
+	return review.Status.Allowed
+}
+
+// TestOnAPIServer installs the chart on envtest's API server, then checks
+// what the operator's and the bot's ServiceAccounts may do, and that the
+// admission policy lets the bot change a pool's spec.restartedAt only.
+func TestOnAPIServer(t *testing.T) {
+	env := startAPIServer(t)
+	ctx := context.Background()
+	c := env.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	install(t, c, valueSets[0].render(t,
+		"--set", "bot.token=123:abc", "--set", "bot.appId=17349", "--set", "bot.appHash=f00d", "--set", "bot.admins={1}"))
+	workers := valueSets[0].workers
+
+	for _, tc := range []struct {
+		sa   string
+		a    access
+		want bool
+	}{
+		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, true},
+		{"shelljob-bot", access{verb: "get", resource: "pods", subresource: "exec", namespace: workers}, true},
+		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "create", resource: "pods", namespace: workers}, false},
+		{"shelljob-bot", access{verb: "create", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "delete", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shellpools", name: "shell", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "delete", group: "shell.shelljob.dev", resource: "shellpools", name: "shell", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", subresource: "status", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", resource: "secrets", name: "shelljob-bot-session", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "get", resource: "secrets", name: "shelljob-bot", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "update", resource: "configmaps", name: "shelljob-bot-settings", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "update", resource: "configmaps", name: "shelljob-counter", namespace: namespace}, false},
+		{"shelljob-operator", access{verb: "create", resource: "pods", namespace: workers}, true},
+		{"shelljob-operator", access{verb: "delete", resource: "pods", namespace: workers}, true},
+		{"shelljob-operator", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, true},
+		{"shelljob-operator", access{verb: "create", resource: "pods", namespace: namespace}, false},
+		{"shelljob-operator", access{verb: "create", resource: "pods", subresource: "exec", namespace: namespace}, false},
+		{"shelljob-operator", access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", subresource: "status", namespace: namespace}, true},
+		{"shelljob-operator", access{verb: "update", group: "shell.shelljob.dev", resource: "shellpools", subresource: "finalizers", namespace: namespace}, true},
+		{"shelljob-operator", access{verb: "update", resource: "configmaps", name: "shelljob-counter", namespace: namespace}, true},
+		{"shelljob-operator", access{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "shelljob-operator.shell.shelljob.dev", namespace: namespace}, true},
+		{"shelljob-operator", access{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"}, true},
+		{"shelljob-operator", access{verb: "get", resource: "secrets", namespace: namespace}, false},
+		{"shelljob-operator", access{verb: "list", resource: "pods", namespace: "kube-system"}, false},
+	} {
+		a := tc.a
+		if got := allowed(t, c, tc.sa, a); got != tc.want {
+			t.Errorf("%s: %s %s %s/%s %q in %q: allowed %v, want %v", tc.sa, a.verb, a.group, a.resource, a.subresource, a.name, a.namespace, got, tc.want)
+		}
+	}
+
+	botCfg := rest.CopyConfig(env.Config)
+	botCfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":shelljob-bot",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	bot, err := client.New(botCfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shell"}}
+	patch := func(c client.Client, body string) error {
+		return c.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	const forbidden = "the shelljob bot may change only spec.restartedAt"
+	// The policy takes effect once the API server has loaded it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := patch(bot, `{"spec":{"replicas":2}}`)
+		if err != nil && strings.Contains(err.Error(), forbidden) {
+			break
+		}
+		if err == nil {
+			// Loaded too late for this patch: put the replicas back as the admin.
+			if err := patch(c, `{"spec":{"replicas":16}}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bot's replicas patch: %v, want refused with %q", err, forbidden)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, body := range []string{
+		`{"spec":{"shell":"bash"}}`,
+		`{"spec":{"image":"example.com/other:1"}}`,
+		`{"spec":{"template":{"labels":{"a":"b"}}}}`,
+		`{"spec":{"restartedAt":"2026-01-02T03:04:05Z","statefulWorker":3}}`,
+		`{"metadata":{"labels":{"x":"y"}}}`,
+	} {
+		if err := patch(bot, body); err == nil || !strings.Contains(err.Error(), forbidden) {
+			t.Errorf("the bot's patch %s: %v, want refused with %q", body, err, forbidden)
+		}
+	}
+	if err := patch(bot, `{"spec":{"restartedAt":"2026-01-02T03:04:05Z"}}`); err != nil {
+		t.Errorf("the bot's restart of a pool: %v", err)
+	}
+	if err := patch(bot, `{"spec":{"restartedAt":"2026-01-02T03:05:05Z"}}`); err != nil {
+		t.Errorf("the bot's second restart of a pool: %v", err)
+	}
+	if err := patch(c, `{"spec":{"replicas":8}}`); err != nil {
+		t.Errorf("the admin's resize of a pool: %v", err)
+	}
+
+	job := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "chart-"},
+		Spec: shellv1alpha1.ShellJobSpec{
+			Command: "echo hi", Mode: shellv1alpha1.ModeFork, Pool: "shell",
+			Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram},
+		},
+	}
+	if err := bot.Create(ctx, job); err != nil {
+		t.Errorf("the bot's ShellJob: %v", err)
+	}
+}

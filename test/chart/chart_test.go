@@ -1,0 +1,601 @@
+package chart_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+const (
+	release   = "shelljob"
+	namespace = "shelljob-system"
+	// chartDir and rootDir are relative to this package, where go test runs.
+	rootDir  = "../.."
+	chartDir = rootDir + "/charts/shelljob"
+)
+
+// valueSet is one way to install the chart: values files under testdata/
+// and --set flags.
+type valueSet struct {
+	name  string
+	files []string
+	set   []string
+	// workers is the workers namespace these values give.
+	workers string
+	bot     bool
+}
+
+var valueSets = []valueSet{
+	{name: "default", workers: namespace + "-workers", bot: true},
+	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers", bot: true},
+	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes"},
+}
+
+// helmBin is $HELM, else bin/helm. Without helm the chart tests skip,
+// except on CI (CI=true), where they fail.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HELM"); p != "" {
+		return p
+	}
+	p := filepath.Join(rootDir, "bin", "helm")
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no helm at %s and HELM is not set: run the chart tests with `make unit`", p)
+		}
+		t.Skipf("no helm at %s and HELM is not set (make unit builds it)", p)
+	}
+	return p
+}
+
+// helmTemplate runs helm template on the chart, as release in namespace.
+func helmTemplate(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(helmBin(t), append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("helm template %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+func (vs valueSet) render(t *testing.T, extra ...string) []byte {
+	t.Helper()
+	var args []string
+	for _, f := range vs.files {
+		args = append(args, "--values", f)
+	}
+	for _, s := range vs.set {
+		args = append(args, "--set", s)
+	}
+	out, err := helmTemplate(t, append(args, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// decoder decodes the rendered manifests strictly: a field unknown to the
+// Go types of Kubernetes or shelljob fails.
+var decoder = func() runtime.Decoder {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := shellv1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+}()
+
+// documents splits a multi-document YAML stream, dropping empty documents.
+func documents(t *testing.T, data []byte) [][]byte {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("split the manifests: %v", err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) > 0 {
+			docs = append(docs, doc)
+		}
+	}
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			b.Write(line)
+		}
+	}
+	return b.Bytes()
+}
+
+// objects decodes every rendered document into its Go type.
+func objects(t *testing.T, data []byte) []runtime.Object {
+	t.Helper()
+	var objs []runtime.Object
+	for _, doc := range documents(t, data) {
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decode strictly: %v\n%s", err, doc)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func ofType[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestGolden(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			got := vs.render(t)
+			path := filepath.Join("testdata", vs.name+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test ./test/chart -update writes it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("helm template differs from %s (go test ./test/chart -update rewrites it):\n%s", path, firstDiff(want, got))
+			}
+		})
+	}
+}
+
+// firstDiff shows the first line where want and got differ, with context.
+func firstDiff(want, got []byte) string {
+	w, g := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		if i < len(w) && i < len(g) && w[i] == g[i] {
+			continue
+		}
+		from := max(0, i-3)
+		var b strings.Builder
+		fmt.Fprintf(&b, "line %d:\n", i+1)
+		for j := from; j < i; j++ {
+			fmt.Fprintf(&b, "  %s\n", w[j])
+		}
+		if i < len(w) {
+			fmt.Fprintf(&b, "- %s\n", w[i])
+		}
+		if i < len(g) {
+			fmt.Fprintf(&b, "+ %s\n", g[i])
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// TestPodSecurity: every pod the chart makes meets the restricted profile.
+func TestPodSecurity(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			deploys := ofType[*appsv1.Deployment](objects(t, vs.render(t)))
+			if want := map[bool]int{true: 2, false: 1}[vs.bot]; len(deploys) != want {
+				t.Fatalf("%d Deployments, want %d", len(deploys), want)
+			}
+			for _, d := range deploys {
+				checkRestricted(t, d.Name, &d.Spec.Template.Spec)
+			}
+		})
+	}
+}
+
+func checkRestricted(t *testing.T, name string, pod *corev1.PodSpec) {
+	t.Helper()
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("%s: the pod's runAsNonRoot is not true", name)
+	}
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: the pod's seccomp profile is not RuntimeDefault", name)
+	}
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		t.Errorf("%s: shares a host namespace", name)
+	}
+	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s/%s: no securityContext", name, c.Name)
+			continue
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s/%s: capabilities %+v, want ALL dropped and none added", name, c.Name, sc.Capabilities)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s/%s: privilege escalation allowed", name, c.Name)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s/%s: root filesystem writable", name, c.Name)
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s/%s: privileged", name, c.Name)
+		}
+		if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+			t.Errorf("%s/%s: no liveness or readiness probe", name, c.Name)
+		}
+	}
+}
+
+// grants says whether a rule allows verb on resource (group/resource form
+// for non-core groups), wildcards included.
+func grants(rule rbacv1.PolicyRule, group, resource, verb string) bool {
+	return (slices.Contains(rule.APIGroups, group) || slices.Contains(rule.APIGroups, "*")) &&
+		(slices.Contains(rule.Resources, resource) || slices.Contains(rule.Resources, "*")) &&
+		(slices.Contains(rule.Verbs, verb) || slices.Contains(rule.Verbs, "*"))
+}
+
+func roleGrants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return grants(r, group, resource, verb) })
+}
+
+// TestRBAC: exec only in the workers namespace, and no ClusterRole that
+// reaches pods/exec or secrets.
+func TestRBAC(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			objs := objects(t, vs.render(t))
+			roles := ofType[*rbacv1.Role](objs)
+			byName := map[string]*rbacv1.Role{}
+			for _, r := range roles {
+				byName[r.Namespace+"/"+r.Name] = r
+				if r.Namespace != vs.workers && roleGrants(r.Rules, "", "pods/exec", "create") {
+					t.Errorf("Role %s/%s grants pods/exec outside the workers namespace %s", r.Namespace, r.Name, vs.workers)
+				}
+				if r.Namespace == vs.workers && roleGrants(r.Rules, "", "secrets", "get") {
+					t.Errorf("Role %s/%s grants secrets in the workers namespace", r.Namespace, r.Name)
+				}
+			}
+			op := byName[vs.workers+"/shelljob-operator"]
+			if op == nil || !roleGrants(op.Rules, "", "pods/exec", "create") || !roleGrants(op.Rules, "", "pods", "create") {
+				t.Errorf("the operator's Role in %s does not grant pods and pods/exec", vs.workers)
+			}
+			bot := byName[vs.workers+"/shelljob-bot"]
+			switch {
+			case vs.bot && (bot == nil || !roleGrants(bot.Rules, "", "pods/exec", "create")):
+				t.Errorf("the bot's Role in %s does not grant pods/exec create", vs.workers)
+			case vs.bot && roleGrants(bot.Rules, "", "pods", "create"):
+				t.Errorf("the bot's Role in %s lets it create pods", vs.workers)
+			case !vs.bot && bot != nil:
+				t.Errorf("bot disabled, but its Role %s/%s is there", bot.Namespace, bot.Name)
+			}
+			if r := byName[namespace+"/shelljob-bot"]; vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "update") ||
+				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || !roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create")) {
+				t.Errorf("the bot's Role in %s: want shelljobs create and no shellpools update or delete", namespace)
+			}
+			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+				for _, res := range []string{"pods/exec", "secrets", "pods"} {
+					for _, verb := range []string{"get", "create"} {
+						if roleGrants(cr.Rules, "", res, verb) {
+							t.Errorf("ClusterRole %s grants %s %s", cr.Name, verb, res)
+						}
+					}
+				}
+				for _, rule := range cr.Rules {
+					if slices.Contains(rule.Verbs, "*") || slices.Contains(rule.Resources, "*") || slices.Contains(rule.APIGroups, "*") {
+						t.Errorf("ClusterRole %s has a wildcard rule %+v", cr.Name, rule)
+					}
+				}
+			}
+			for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
+				if b.RoleRef.Name != "shelljob-shelljob-system-metrics-auth" {
+					t.Errorf("ClusterRoleBinding %s to %s: the only one should bind the metrics auth role", b.Name, b.RoleRef.Name)
+				}
+			}
+		})
+	}
+}
+
+func deployment(t *testing.T, objs []runtime.Object, name string) *appsv1.Deployment {
+	t.Helper()
+	for _, d := range ofType[*appsv1.Deployment](objs) {
+		if d.Name == name {
+			return d
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
+// TestOperator: the operator's flags and its grace period.
+func TestOperator(t *testing.T) {
+	for _, vs := range valueSets {
+		t.Run(vs.name, func(t *testing.T) {
+			d := deployment(t, objects(t, vs.render(t)), "shelljob-operator")
+			args := d.Spec.Template.Spec.Containers[0].Args
+			for _, want := range []string{"--namespace=" + namespace, "--worker-namespace=" + vs.workers, "--leader-elect", "--health-probe-bind-address=:8081"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args %q lack %s", args, want)
+				}
+			}
+			// The operator bounds its Start and Signal execs at 30 s.
+			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
+				t.Errorf("terminationGracePeriodSeconds %v, want above 30", g)
+			}
+		})
+	}
+}
+
+// TestBot: the bot from an existing Secret, pointed at a fake Telegram.
+func TestBot(t *testing.T) {
+	objs := objects(t, valueSets[1].render(t))
+	d := deployment(t, objs, "shelljob-bot")
+	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("replicas %d, strategy %s: want one replica, Recreate", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	for _, want := range []string{"-namespace=" + namespace, "-worker-namespace=" + namespace + "-workers", "-dc=1",
+		"-dc-addr=shelljob-faketg.shelljob-system.svc:8443", "-public-key=/etc/shelljob/telegram/public.pem", "-v=2"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %s", c.Args, want)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	for name, want := range map[string]string{
+		"SHELLJOB_ADMINS":         "1000001,2000002,5123456789",
+		"SHELLJOB_STREAMING":      "off",
+		"SHELLJOB_BOT_TOKEN_FILE": "/etc/shelljob/bot/token",
+		"SHELLJOB_APP_ID_FILE":    "/etc/shelljob/bot/appId",
+		"SHELLJOB_APP_HASH_FILE":  "/etc/shelljob/bot/appHash",
+	} {
+		if env[name] != want {
+			t.Errorf("env %s=%q, want %q", name, env[name], want)
+		}
+	}
+	if i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }); i < 0 || pod.Volumes[i].Secret.SecretName != "telegram-credentials" {
+		t.Errorf("no volume of the Secret telegram-credentials in %+v", pod.Volumes)
+	}
+	for _, s := range ofType[*corev1.Secret](objs) {
+		t.Errorf("Secret %s made, though bot.existingSecret is set", s.Name)
+	}
+}
+
+// TestBotSecretFromValues: the chart makes the Secret from values, and the
+// app id stays an integer however the values spell it.
+func TestBotSecretFromValues(t *testing.T) {
+	out := valueSets[0].render(t, "--set", "bot.token=123:abc", "--set", "bot.appId=17349", "--set", "bot.appHash=f00d")
+	objs := objects(t, out)
+	secrets := ofType[*corev1.Secret](objs)
+	if len(secrets) != 1 {
+		t.Fatalf("%d Secrets, want 1", len(secrets))
+	}
+	want := map[string]string{"token": "123:abc", "appId": "17349", "appHash": "f00d"}
+	for k, v := range want {
+		if got := secrets[0].StringData[k]; got != v {
+			t.Errorf("Secret key %s=%q, want %q", k, got, v)
+		}
+	}
+	pod := deployment(t, objs, "shelljob-bot").Spec.Template.Spec
+	if i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }); i < 0 || pod.Volumes[i].Secret.SecretName != secrets[0].Name {
+		t.Errorf("the bot does not mount the Secret %s", secrets[0].Name)
+	}
+}
+
+// TestPools: the default pools, and a pool's resources merged over the
+// workers' defaults.
+func TestPools(t *testing.T) {
+	pools := ofType[*shellv1alpha1.ShellPool](objects(t, valueSets[0].render(t)))
+	got := map[string]int32{}
+	for _, p := range pools {
+		got[p.Name] = p.Spec.Replicas
+		if p.Namespace != namespace {
+			t.Errorf("pool %s in %s, want %s", p.Name, p.Namespace, namespace)
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+			if _, ok := p.Spec.Resources.Limits[r]; !ok {
+				t.Errorf("pool %s: no %s limit", p.Name, r)
+			}
+			if _, ok := p.Spec.Resources.Requests[r]; !ok {
+				t.Errorf("pool %s: no %s request", p.Name, r)
+			}
+		}
+	}
+	if want := map[string]int32{"shell": 16, "plugin": 4}; !equalMaps(got, want) {
+		t.Errorf("pools %v, want %v", got, want)
+	}
+
+	pools = ofType[*shellv1alpha1.ShellPool](objects(t, valueSets[1].render(t)))
+	if len(pools) != 1 || pools[0].Name != "build" {
+		t.Fatalf("pools %v, want only build", pools)
+	}
+	res := pools[0].Spec.Resources
+	if cpu, mem := res.Limits.Cpu().String(), res.Limits.Memory().String(); cpu != "4" || mem != "1Gi" {
+		t.Errorf("build's limits: cpu %s, memory %s; want 4 (its own) and 1Gi (the default)", cpu, mem)
+	}
+}
+
+// TestSpoolSizeLimit: the pools get workers.spoolSizeLimit when, and only
+// when, the ShellPool CRD has the field.
+func TestSpoolSizeLimit(t *testing.T) {
+	crd, err := os.ReadFile(filepath.Join(chartDir, "crds", "shell.shelljob.dev_shellpools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inAPI := bytes.Contains(crd, []byte("spoolSizeLimit:"))
+	for _, doc := range documents(t, valueSets[0].render(t)) {
+		var obj struct {
+			Kind string
+			Spec map[string]any
+		}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "ShellPool" {
+			continue
+		}
+		got, set := obj.Spec["spoolSizeLimit"]
+		switch {
+		case inAPI && got != "1Gi":
+			t.Errorf("spoolSizeLimit %v, want 1Gi", got)
+		case !inAPI && set:
+			t.Errorf("spoolSizeLimit %v set, but the ShellPool CRD has no such field", got)
+		}
+	}
+}
+
+func equalMaps[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSchema: values.schema.json refuses a typo'd key and wrong types.
+func TestSchema(t *testing.T) {
+	for _, set := range []string{
+		"typo=1",
+		"bot.tokn=x",
+		"bot.enabled=maybe",
+		"bot.admins={alice}",
+		"pools.shell.replicas=many",
+		"pools.shell.replica=2",
+		"workers.networkPolicy.egress=some",
+		"images.bot.pullPolicy=Sometimes",
+		"operator.terminationGracePeriodSeconds=10",
+	} {
+		t.Run(set, func(t *testing.T) {
+			_, err := helmTemplate(t, "--set", set)
+			if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+				t.Errorf("helm template --set %s: %v, want a schema error", set, err)
+			}
+		})
+	}
+}
+
+// TestCRDsInSync: the chart's CRDs are the ones make manifests generates.
+func TestCRDsInSync(t *testing.T) {
+	gen, err := filepath.Glob(filepath.Join(rootDir, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(gen) == 0 {
+		t.Fatalf("no generated CRDs: %v", err)
+	}
+	inChart, err := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(paths []string) []string {
+		var out []string
+		for _, p := range paths {
+			out = append(out, filepath.Base(p))
+		}
+		return out
+	}
+	if !slices.Equal(names(gen), names(inChart)) {
+		t.Fatalf("charts/shelljob/crds holds %v, config/crd/bases %v: run make manifests", names(inChart), names(gen))
+	}
+	for _, p := range gen {
+		want, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("charts/shelljob/crds/%s differs from config/crd/bases: run make manifests", filepath.Base(p))
+		}
+	}
+}
+
+// TestCRDNames: the CRDs share a category, and it names no resource of
+// theirs, or `kubectl get shelljob NAME` would look NAME up in every kind
+// of the category.
+func TestCRDNames(t *testing.T) {
+	const category = "shelljob-all"
+	paths, err := filepath.Glob(filepath.Join(rootDir, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no generated CRDs: %v", err)
+	}
+	type names struct {
+		Kind       string   `json:"kind"`
+		Plural     string   `json:"plural"`
+		Singular   string   `json:"singular"`
+		ShortNames []string `json:"shortNames"`
+		Categories []string `json:"categories"`
+	}
+	var all []names
+	resources := map[string]bool{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd struct {
+			Spec struct {
+				Names names `json:"names"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		n := crd.Spec.Names
+		all = append(all, n)
+		for _, r := range append([]string{strings.ToLower(n.Kind), n.Plural, n.Singular}, n.ShortNames...) {
+			resources[r] = true
+		}
+	}
+	for _, n := range all {
+		if !slices.Contains(n.Categories, category) {
+			t.Errorf("%s: categories %q, want %q among them", n.Kind, n.Categories, category)
+		}
+		for _, c := range n.Categories {
+			if resources[c] {
+				t.Errorf("%s: category %q is also a resource name", n.Kind, c)
+			}
+		}
+	}
+}

@@ -1,0 +1,368 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// The plugin is built once and found by kubectl on PATH, as a user has it:
+// `kubectl shelljob ...`. kubectl's own flags go after the plugin's name,
+// where the plugin reads them (kubectl stops looking for a plugin at the
+// first flag).
+
+var (
+	pluginOnce sync.Once
+	pluginDir  string
+	pluginErr  error
+)
+
+// pluginPath returns a PATH with the built kubectl-shelljob first.
+func pluginPath(t *testing.T) string {
+	t.Helper()
+	pluginOnce.Do(func() {
+		pluginDir, pluginErr = os.MkdirTemp("", "shelljob-plugin-")
+		if pluginErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", pluginDir, "../../cmd/kubectl-shelljob", "../../cmd/kubectl_complete-shelljob").CombinedOutput()
+		if err != nil {
+			pluginErr = fmt.Errorf("build the plugin: %v\n%s", err, out)
+		}
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	return pluginDir + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// shelljobCmd is `kubectl shelljob ARGS` on the e2e cluster and namespace.
+func shelljobCmd(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	full := []string{"shelljob"}
+	for i := 1; i < len(kubectl); i++ { // --context CTX
+		full = append(full, kubectl[i])
+	}
+	full = append(full, "-n", Namespace)
+	cmd := exec.Command(kubectl[0], append(full, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+pluginPath(t))
+	return cmd
+}
+
+type cliResult struct {
+	out, errOut string
+	code        int
+	took        time.Duration
+}
+
+// shelljob runs `kubectl shelljob ARGS` with stdin.
+func shelljob(t *testing.T, stdin string, args ...string) cliResult {
+	t.Helper()
+	cmd := shelljobCmd(t, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	start := time.Now()
+	err := cmd.Run()
+	r := cliResult{out: out.String(), errOut: errOut.String(), took: time.Since(start)}
+	if exit, ok := err.(*exec.ExitError); ok {
+		r.code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("kubectl shelljob %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+var jobRef = regexp.MustCompile(`#(\d+)`)
+
+func TestCLIExec(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	if r := shelljob(t, "", "exec", "--pool", Pool, "--", "echo", "hi"); r.code != 0 || r.out != "hi\n" {
+		t.Errorf("echo hi: exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	if r := shelljob(t, "", "exec", "--pool", Pool, "--", "exit", "3"); r.code != 3 {
+		t.Errorf("exit 3: exit %d, %q", r.code, r.errOut)
+	}
+	if r := shelljob(t, "echo piped; exit 5\n", "exec", "--pool", Pool); r.code != 5 || r.out != "piped\n" {
+		t.Errorf("piped: exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	if r := shelljob(t, strings.Repeat("#", 64<<10+1), "exec", "--pool", Pool); r.code != 1 || !strings.Contains(r.errOut, "over 64 KiB") {
+		t.Errorf("too long: exit %d, %q", r.code, r.errOut)
+	}
+}
+
+func TestCLIExecIdleTimeout(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	r := shelljob(t, "", "exec", "--pool", Pool, "--timeout", "3s", "--", "echo start; sleep 60")
+	if r.code != 124 || r.out != "start\n" || !strings.Contains(r.errOut, "no output for 3s") {
+		t.Errorf("exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+}
+
+// startExec starts `exec` in the background and waits until the job's
+// output began, so that it runs.
+func startExec(t *testing.T, command string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	cmd := shelljobCmd(t, "exec", "--pool", Pool, "--timeout", "0", "--", command)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	poll(t, JobTimeout, "the job's first output", func() (bool, string) {
+		return strings.Contains(out.String(), "ready"), errOut.String()
+	})
+	return cmd, out, errOut
+}
+
+func TestCLIExecCtrlC(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	t.Run("stop", func(t *testing.T) {
+		cmd, _, errOut := startExec(t, "echo ready; sleep 100")
+		_ = cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		exit, _ := err.(*exec.ExitError)
+		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Stopping #") ||
+			!strings.Contains(errOut.String(), "SIGINT sent") {
+			t.Errorf("%v; stderr %q", err, errOut.String())
+		}
+	})
+	t.Run("detach", func(t *testing.T) {
+		cmd, _, errOut := startExec(t, "trap '' INT TERM; echo ready; sleep 100")
+		_ = cmd.Process.Signal(os.Interrupt)
+		poll(t, JobTimeout, "the SIGINT step", func() (bool, string) {
+			return strings.Contains(errOut.String(), "SIGINT sent"), errOut.String()
+		})
+		_ = cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		exit, _ := err.(*exec.ExitError)
+		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Detached from #") ||
+			!strings.Contains(errOut.String(), "kubectl shelljob logs -f cli-") {
+			t.Errorf("%v; stderr %q", err, errOut.String())
+		}
+		// The job goes on to its SIGKILL without the CLI.
+		m := jobRef.FindStringSubmatch(errOut.String())
+		poll(t, JobTimeout, "the detached job's end", func() (bool, string) {
+			r := shelljob(t, "", "ls", "--all")
+			for _, line := range strings.Split(r.out, "\n") {
+				if f := strings.Fields(line); len(f) > 3 && f[0] == m[1] {
+					return f[3] == string(shellv1alpha1.PhaseStopped), line
+				}
+			}
+			return false, r.out
+		})
+	})
+}
+
+func TestCLIExecFiles(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	dir := t.TempDir()
+	// A 1×1 PNG: on a pipe it is saved, never drawn.
+	png := `printf '\x89PNG\r\n\x1a\n' > "$SHELLJOB_OUT/dot.png"; echo data > "$SHELLJOB_OUT/a.txt"; echo done`
+	r := shelljob(t, "", "exec", "--pool", Pool, "--output-dir", dir, "--", png)
+	if r.code != 0 || r.out != "done\n" || strings.Contains(r.out, "\x1b") {
+		t.Fatalf("exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "data\n" {
+		t.Errorf("a.txt: %q, %v", b, err)
+	}
+	for _, f := range []string{"a.txt", "dot.png"} {
+		if !strings.Contains(r.errOut, filepath.Join(dir, f)) {
+			t.Errorf("%s not named: %q", f, r.errOut)
+		}
+	}
+}
+
+func TestCLIConsolePiped(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	r := shelljob(t, "echo HELLO\n", "console", "--pool", Pool)
+	// The terminal echoes the input too: HELLO alone on a line is the
+	// command's output.
+	if !regexp.MustCompile(`(?m)^HELLO\r?$`).MatchString(r.out) || r.took > 2*time.Second {
+		t.Errorf("exit %d after %v, %q, %q", r.code, r.took, r.out, r.errOut)
+	}
+}
+
+func TestCLIReplState(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	if r := shelljob(t, "cd /tmp\nexport E2E_REPL=kept\n", "repl", "--pool", Pool); r.code != 0 {
+		t.Fatalf("first: exit %d, %q", r.code, r.errOut)
+	}
+	if r := shelljob(t, "pwd; echo $E2E_REPL\n", "repl", "--pool", Pool); r.code != 0 || r.out != "/tmp\nkept\n" {
+		t.Errorf("second: exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+}
+
+// TestCLILogsFollowCut: logs -f goes on from where it was after its stream
+// is cut (the agent's follow in the pod is killed).
+func TestCLILogsFollowCut(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	j := Create(t, Job(t, "logs", "for i in $(seq 1 8); do echo line$i; sleep 1; done"))[0]
+	j = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
+	cmd := shelljobCmd(t, "logs", "-f", j.Name)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, JobTimeout, "line2", func() (bool, string) { return strings.Contains(out.String(), "line2"), out.String() })
+	run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--", "zsh", "-c",
+		`for p in /proc/[0-9]*; do [[ ${p#/proc/} != $$ && "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" == *" follow "*--job=`+string(j.UID)+`* ]] && kill ${p#/proc/}; done; true`)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("logs -f: %v\n%s", err, out.String())
+	}
+	var want strings.Builder
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&want, "line%d\n", i)
+	}
+	if out.String() != want.String() {
+		t.Errorf("output %q, want %q", out.String(), want.String())
+	}
+}
+
+func TestCLILsStopPools(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	j := WaitForJobPhase(t, Create(t, Job(t, "ls", "sleep 100"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	n := strconv.FormatInt(j.Status.Number, 10)
+	if r := shelljob(t, "", "ls"); r.code != 0 || !strings.Contains(r.out, j.Name) || !strings.Contains(r.out, "sleep 100") {
+		t.Errorf("ls: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if r := shelljob(t, "", "pools"); r.code != 0 || !regexp.MustCompile(`(?m)^`+Pool+`\s+\d+/\d+\s+\d+\s+\d+`).MatchString(r.out) {
+		t.Errorf("pools: exit %d\n%s%s", r.code, r.out, r.errOut)
+	}
+	if r := shelljob(t, "", "stop", n); r.out != "⏹ Stopping #"+n+"…\n" {
+		t.Errorf("stop: exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	WaitForJobEnd(t, j, JobTimeout)
+	if r := shelljob(t, "", "stop", j.Name); r.out != "#"+n+" has already ended.\n" {
+		t.Errorf("stop again: %q", r.out)
+	}
+}
+
+// TestCLIConsoleTmux drives the console in a real terminal: top is drawn
+// at the new size after the window is resized.
+func TestCLIConsoleTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("no tmux")
+		}
+		t.Fatal("CI needs tmux")
+	}
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	session := fmt.Sprintf("shelljob-e2e-%d", os.Getpid())
+	argv := shelljobCmd(t, "console", "--pool", Pool).Args
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	shellLine := "env PATH=" + shQuote(pluginPath(t)) + " TERM=xterm-256color"
+	for _, a := range argv {
+		shellLine += " " + shQuote(a)
+	}
+	// No pipe for the tmux server to inherit: the output of a command that
+	// starts it would never end.
+	if err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "30", shellLine).Run(); err != nil {
+		t.Fatalf("tmux new-session: %v", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", session).Run() })
+	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
+	begin := time.Now()
+	step := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		poll(t, JobTimeout, what, cond)
+		t.Logf("%s: %.1f s", what, time.Since(begin).Seconds())
+	}
+	var prompt string
+	step("a prompt", func() (bool, string) { s := screen(); prompt = lastLine(s); return prompt != "", s })
+	tmux("send-keys", "-t", session, "top", "Enter")
+	step("top", func() (bool, string) { s := screen(); return strings.Contains(s, "PID"), s })
+	tmux("resize-window", "-t", session, "-x", "140", "-y", "40")
+	step("top redrawn at 140×40", func() (bool, string) {
+		s := screen()
+		// One clean frame; the remote size shows once top has quit.
+		return strings.Count(s, "top - ") == 1 && strings.Count(s, "PID") == 1, s
+	})
+	tmux("send-keys", "-t", session, "q")
+	// top flushes pending input as it restores the terminal: type only once
+	// the shell prompts again.
+	step("the prompt after top", func() (bool, string) { s := screen(); return lastLine(s) == prompt, s })
+	tmux("send-keys", "-t", session, "clear; stty size", "Enter")
+	step("the remote size", func() (bool, string) { s := screen(); return strings.Contains(s, "40 140"), s })
+}
+
+// lastLine is the last line of a screen that is not blank, trimmed.
+func lastLine(screen string) string {
+	lines := strings.Split(strings.TrimRight(screen, " \n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// syncBuffer is a bytes.Buffer for a process's output read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBenchCLI measures `kubectl shelljob exec -- echo hi` beside
+// `kubectl exec POD -- echo hi`, each a whole process from start to exit,
+// E2E_BENCH_CLI_RUNS runs each (default 30), interleaved. It prints
+// "BENCH name value unit" lines for hack/bench.sh (section cli) and
+// asserts nothing about speed; it runs only with E2E_BENCH=1.
+func TestBenchCLI(t *testing.T) {
+	if os.Getenv("E2E_BENCH") == "" {
+		t.Skip("E2E_BENCH is not set: hack/bench.sh cli runs this")
+	}
+	runs := 30
+	if n, err := strconv.Atoi(os.Getenv("E2E_BENCH_CLI_RUNS")); err == nil && n > 0 {
+		runs = n
+	}
+	pool := EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	pod := workerPods(t, Pool, pool.Status.Revision)[0].Name
+	timed := func(cmd *exec.Cmd) time.Duration {
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		if err := cmd.Run(); err != nil || !strings.Contains(out.String(), "hi") {
+			t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out.String())
+		}
+		return time.Since(start)
+	}
+	_ = pluginPath(t)
+	var ours, base []time.Duration
+	for range runs {
+		ours = append(ours, timed(shelljobCmd(t, "exec", "--pool", Pool, "--", "echo", "hi")))
+		base = append(base, timed(kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", "agent", "--", "echo", "hi")))
+	}
+	report("cli_exec_p50", pct(ours, 50), "ms")
+	report("cli_exec_p95", pct(ours, 95), "ms")
+	report("cli_exec_base_p50", pct(base, 50), "ms")
+	report("cli_exec_base_p95", pct(base, 95), "ms")
+}
