@@ -1,24 +1,23 @@
 // Command manager is the shelljob operator: the ShellPool and ShellJob
-// controllers of package controllers, in one namespace, with leader
+// controllers of package controllers, for the pools and jobs of one
+// namespace, with their worker pods in another (or the same), with leader
 // election. It reaches the worker pods' agents by pod exec
-// (internal/agentclient).
+// (internal/agentclient). Its metrics are served over HTTPS to callers
+// that the API server authenticates and authorizes.
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -35,15 +34,20 @@ func main() {
 func run() int {
 	var (
 		metricsAddr, probeAddr string
+		metricsSecure          bool
 		leaderElect            bool
-		namespace              string
+		namespace, workerNS    string
 		workerImage            string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `Address of the metrics endpoint (plain HTTP); "0" turns it off.`)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
+	flag.BoolVar(&metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, to callers the API server authenticates and authorizes (get on /metrics); false: plain HTTP.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica acts at a time.")
 	flag.StringVar(&namespace, "namespace", defaultNamespace(),
-		"The namespace to watch. Defaults to $WATCH_NAMESPACE, then to $POD_NAMESPACE, the operator's own.")
+		"The namespace of the pools, jobs, job counter and leader lease. Defaults to $WATCH_NAMESPACE, then to $POD_NAMESPACE, the operator's own.")
+	flag.StringVar(&workerNS, "worker-namespace", "",
+		"The namespace where worker pods are created, watched and exec'd. Defaults to --namespace.")
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage, "The worker image of pools that name none.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -64,27 +68,29 @@ func run() int {
 		log.Error(err, "Build the scheme")
 		return 1
 	}
-	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
-	if err != nil {
-		log.Error(err, "Build the worker selector")
-		return 1
+	if workerNS == "" {
+		workerNS = namespace
+	}
+	metrics := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: metricsSecure,
+		// HTTP/1.1 only, as kubebuilder's scaffold: HTTP/2 Rapid Reset
+		// (CVE-2023-44487, CVE-2023-39325).
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if metricsSecure {
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	cfg := ctrl.GetConfigOrDie()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        probeAddr,
 		LeaderElection:                leaderElect,
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{namespace: {}},
-			// Only the worker pods: the operator never looks at others.
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}: {Label: labels.NewSelector().Add(*workers)},
-			},
-		},
+		Cache:                         controllers.CacheOptions(namespace, workerNS),
 	})
 	if err != nil {
 		log.Error(err, "Create the manager")
@@ -96,7 +102,7 @@ func run() int {
 		return 1
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{Agent: agent, WorkerImage: workerImage}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{Agent: agent, WorkerNamespace: workerNS, WorkerImage: workerImage}); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
 		return 1
 	}
@@ -108,7 +114,7 @@ func run() int {
 		log.Error(err, "Add the ready check")
 		return 1
 	}
-	log.Info("Starting the operator", "namespace", namespace, "workerImage", workerImage,
+	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
 		"version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")
