@@ -315,6 +315,19 @@ func (c Chat) Final(cmd control.Message, timeout time.Duration) control.Message 
 	})
 }
 
+// FinalFile waits for the .txt final of command message cmd: a reply to
+// cmd or to one of the bot's messages about it (its preview).
+func (c Chat) FinalFile(cmd control.Message, timeout time.Duration) control.Message {
+	c.t.Helper()
+	about := map[int]bool{cmd.ID: true}
+	return c.WaitMessage(timeout, fmt.Sprintf("the .txt of %q", cmd.Text), func(m control.Message) bool {
+		if m.Out && m.ReplyTo == cmd.ID {
+			about[m.ID] = true
+		}
+		return m.Out && about[m.ReplyTo] && m.Media != nil && m.Media.Name == texts.OutputFileName
+	})
+}
+
 // Preview waits for the preview of command message cmd.
 func (c Chat) Preview(cmd control.Message, timeout time.Duration) control.Message {
 	c.t.Helper()

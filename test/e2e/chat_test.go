@@ -331,21 +331,16 @@ func TestChatPoolRestartMidJob(t *testing.T) {
 func TestChatLongOutput(t *testing.T) {
 	p := Chats(t)
 	m := p.Group.Send(".a seq 1 3000")
-	doc := p.Group.WaitMessage(FinalTimeout, "the .txt", func(x control.Message) bool {
-		return x.Out && x.Media != nil && x.Media.Name == texts.OutputFileName
-	})
+	doc := p.Group.FinalFile(m, FinalTimeout)
 	want := strings.TrimSuffix(seq(3000), "\n") // a final is the output trimmed
 	if got := file(t, doc.Media.ID); got != want {
 		t.Errorf("output.txt has %d bytes, want %d (seq 1 3000)", len(got), len(want))
 	}
-	_ = m
 
 	flood, _ := runLong(t, p.Group, ".a yes")
 	time.Sleep(10 * time.Second)
 	p.Group.Answer(p.Group.Reply(flood.ID, ".k"))
-	fdoc := p.Group.WaitMessage(2*time.Minute, "the flood's .txt", func(x control.Message) bool {
-		return x.Out && x.Media != nil && x.Media.Name == texts.OutputFileName && x.ID > doc.ID
-	})
+	fdoc := p.Group.FinalFile(flood, 2*time.Minute)
 	job := WaitForJobEnd(t, JobOf(t, p.Group, flood), JobTimeout)
 	body := file(t, fdoc.Media.ID)
 	// The middle not kept, and what came after the stop beyond its
@@ -360,7 +355,12 @@ func TestChatLongOutput(t *testing.T) {
 		n += v
 	}
 	if n != job.Status.DroppedBytes || n < 1<<20 {
-		t.Errorf("the .txt says %d bytes not kept in %d lines, the job's status %d", n, len(notKept), job.Status.DroppedBytes)
+		t.Errorf("the .txt says %d bytes not kept in %d lines, the job's status %d of %d written (%s)",
+			n, len(notKept), job.Status.DroppedBytes, job.Status.OutputBytes, job.Status.Phase)
+		for _, m := range regexp.MustCompile(`(?s).{0,80}\[… \d+ bytes [^\]]*\].{0,80}`).FindAllString(body, -1) {
+			t.Logf("in the .txt (%d bytes): %q", len(body), m)
+		}
+		t.Logf("the final's caption: %q", fdoc.Text)
 	}
 }
 
@@ -527,9 +527,7 @@ func TestChatBotMemoryAfterFlood(t *testing.T) {
 	m, _ := runLong(t, p.Group, ".a yes")
 	time.Sleep(10 * time.Second)
 	p.Group.Answer(p.Group.Reply(m.ID, ".k"))
-	p.Group.WaitMessage(2*time.Minute, "the flood's .txt", func(x control.Message) bool {
-		return x.Out && x.ReplyTo != 0 && x.Media != nil && x.Media.Name == texts.OutputFileName && x.Date.After(m.Date)
-	})
+	p.Group.FinalFile(m, 2*time.Minute)
 	var after float64
 	poll(t, time.Minute, "the bot's memory back near its level before the flood", func() (bool, string) {
 		after = botRSS(t)
