@@ -899,3 +899,43 @@ func TestEntitiesAndShortUpdates(t *testing.T) {
 		t.Fatalf("entities: %+v", m.Entities)
 	}
 }
+
+// TestFileBytesCap: past Options.FileBytes the oldest files' bytes go, with
+// a clear error for a read of one, and their messages stay.
+func TestFileBytesCap(t *testing.T) {
+	s := faketg.NewTest(t, faketg.Options{FileBytes: 1 << 20})
+	alice := s.NewUser(faketg.UserOptions{Admin: true})
+	b := newTestBot(t)
+	b.start(s)
+	ctx := ctxT(t)
+	peer := &tg.InputPeerUser{UserID: alice.ID, AccessHash: alice.AccessHash}
+	up := uploader.NewUploader(b.api)
+	var sent []*faketg.Media
+	seq := 0
+	for i := range 3 {
+		data := bytes.Repeat([]byte{byte('a' + i)}, 600<<10)
+		f, err := up.FromBytes(ctx, "output.txt", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.api.MessagesSendMedia(ctx, &tg.MessagesSendMediaRequest{Peer: peer, RandomID: int64(20 + i),
+			Media: &tg.InputMediaUploadedDocument{File: f, MimeType: "text/plain"}}); err != nil {
+			t.Fatal(err)
+		}
+		ev := waitKind(t, ctx, s, seq, faketg.Upload, alice.Private())
+		seq = ev.Seq
+		sent = append(sent, ev.Media)
+	}
+	first, ok := s.File(sent[0].ID())
+	if !ok || first.Data != nil || first.Size != 600<<10 {
+		t.Errorf("the oldest file: kept %v, %d bytes of data, size %d; want its data gone, its size kept", ok, len(first.Data), first.Size)
+	}
+	if last, _ := s.File(sent[2].ID()); !bytes.Equal(last.Data, bytes.Repeat([]byte{'c'}, 600<<10)) {
+		t.Errorf("the newest file has %d bytes, want its 600 KiB", len(last.Data))
+	}
+	_, err := b.api.UploadGetFile(ctx, &tg.UploadGetFileRequest{
+		Location: &tg.InputDocumentFileLocation{ID: sent[0].ID(), AccessHash: sent[0].ID() * 31}, Limit: 1 << 20})
+	if !tgerr.Is(err, "FILE_REFERENCE_EXPIRED") {
+		t.Errorf("reading the oldest file: %v, want FILE_REFERENCE_EXPIRED", err)
+	}
+}

@@ -69,6 +69,9 @@ func (s *Server) uploaded(in tg.InputFileClass) ([]byte, string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if data, ok := s.assembled[fileID]; ok {
+		return data, name, nil
+	}
 	parts := s.uploads[fileID]
 	var data []byte
 	for i := 0; i < n; i++ {
@@ -78,8 +81,39 @@ func (s *Server) uploaded(in tg.InputFileClass) ([]byte, string, error) {
 		}
 		data = append(data, p...)
 	}
+	delete(s.uploads, fileID)
+	s.assembled[fileID] = data
+	s.keepLocked(keptFile{id: fileID, upload: true, bytes: int64(len(data))})
 	return data, name, nil
 }
+
+// A keptFile is a file whose bytes the server holds.
+type keptFile struct {
+	id     int64
+	upload bool // an assembled upload; a media's ID otherwise
+	bytes  int64
+}
+
+// keepLocked records a file's bytes, and lets the oldest go while the sum
+// is over Options.FileBytes. A file bigger than the cap is still kept
+// until the next one comes.
+func (s *Server) keepLocked(f keptFile) {
+	s.kept = append(s.kept, f)
+	s.keptBytes += f.bytes
+	for s.keptBytes > s.opts.FileBytes && len(s.kept) > 1 {
+		old := s.kept[0]
+		s.kept = s.kept[1:]
+		s.keptBytes -= old.bytes
+		if old.upload {
+			delete(s.assembled, old.id)
+		} else if md := s.media[old.id]; md != nil {
+			md.Data = nil
+		}
+	}
+}
+
+// FileBytes is the cap on the bytes of files the server keeps.
+func (s *Server) FileBytes() int64 { return s.opts.FileBytes }
 
 func (s *Server) sendMedia(srv *tgtest.Server, req *tgtest.Request, r *tg.MessagesSendMediaRequest) error {
 	now := time.Now()
@@ -125,7 +159,11 @@ func (s *Server) File(id int64) (Media, bool) {
 func (s *Server) addMediaLocked(md *Media) {
 	s.nextFileID++
 	md.id, md.accessHash = s.nextFileID, s.nextFileID*31
+	if md.Data != nil {
+		md.Size = len(md.Data)
+	}
 	s.media[md.id] = md
+	s.keepLocked(keptFile{id: md.id, bytes: int64(len(md.Data))})
 }
 
 // uploadMedia serves messages.uploadMedia: it stores a file the bot
@@ -241,6 +279,8 @@ func (s *Server) getFile(srv *tgtest.Server, req *tgtest.Request, r *tg.UploadGe
 	switch {
 	case md == nil:
 		return tgerr.New(400, "LOCATION_INVALID")
+	case md.Data == nil && md.Size > 0:
+		return tgerr.New(400, "FILE_REFERENCE_EXPIRED")
 	case r.Limit <= 0 || r.Limit > 1024*1024:
 		return tgerr.New(400, "LIMIT_INVALID")
 	case r.Offset < 0:

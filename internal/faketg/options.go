@@ -54,6 +54,12 @@ type Options struct {
 	// Random is the source of randomness for keys and the MTProto cipher.
 	// Defaults to crypto.DefaultRand().
 	Random io.Reader
+	// FileBytes caps the bytes of files the server keeps in memory: past
+	// it, the oldest files' contents go (their messages stay), and reading
+	// one fails with FILE_REFERENCE_EXPIRED. A long-lived fake that has
+	// been sent many large files keeps a flat memory. Defaults to
+	// DefaultFileBytes.
+	FileBytes int64
 }
 
 // BotOptions describe the bot's account.
@@ -81,8 +87,9 @@ type Alias struct {
 
 // Defaults of Options.
 const (
-	DefaultBotID    int64 = 7000000001
-	DefaultBotToken       = "7000000001:TEST-TOKEN"
+	DefaultBotID     int64 = 7000000001
+	DefaultBotToken        = "7000000001:TEST-TOKEN"
+	DefaultFileBytes       = 256 << 20
 )
 
 func (o *Options) setDefaults() {
@@ -91,6 +98,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.DC == 0 {
 		o.DC = 2
+	}
+	if o.FileBytes <= 0 {
+		o.FileBytes = DefaultFileBytes
 	}
 	if o.BotToken == "" {
 		o.BotToken = DefaultBotToken

@@ -79,11 +79,18 @@ type Server struct {
 	commands  []tg.BotCommand
 
 	uploads map[int64]map[int][]byte // the bot's upload parts by file ID
-	media   map[int64]*Media         // files users sent, by document/photo ID
-	inline  map[int64]*Message       // guest answers by InputBotInlineMessageID64.ID
-	queries map[int64]*guestRef      // guest queries by query ID
-	faults  map[uint32][]fault
-	holds   map[uint32][]*hold
+	// assembled are the bot's uploads once put together: a retried send
+	// may name the same upload again.
+	assembled map[int64][]byte
+	media     map[int64]*Media // files users sent, by document/photo ID
+	// kept lists the IDs of media and uploads whose bytes are held, oldest
+	// first, and keptBytes their sum, for Options.FileBytes.
+	kept      []keptFile
+	keptBytes int64
+	inline    map[int64]*Message  // guest answers by InputBotInlineMessageID64.ID
+	queries   map[int64]*guestRef // guest queries by query ID
+	faults    map[uint32][]fault
+	holds     map[uint32][]*hold
 }
 
 type chatKey struct {
@@ -110,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		dc:         tgtest.NewDispatcher(),
 		common:     tgtest.NewDispatcher(),
 		uploads:    map[int64]map[int][]byte{},
+		assembled:  map[int64][]byte{},
 		changed:    make(chan struct{}),
 		authorized: map[[8]byte]bool{},
 		exported:   map[string]bool{},

@@ -208,7 +208,11 @@ type Media struct {
 	MIME     string
 	// ForceFile is the document's force_file flag (bot uploads).
 	ForceFile bool
-	Data      []byte
+	// Data is the file's content; nil once the server let it go to stay
+	// within Options.FileBytes.
+	Data []byte
+	// Size is the file's size, kept when its Data goes.
+	Size int
 
 	id, accessHash int64
 }
@@ -312,7 +316,7 @@ func (md *Media) tg(dc int, date time.Time) tg.MessageMediaClass {
 			AccessHash:    md.accessHash,
 			FileReference: []byte{1},
 			Date:          int(date.Unix()),
-			Sizes:         []tg.PhotoSizeClass{&tg.PhotoSize{Type: "x", W: 800, H: 600, Size: len(md.Data)}},
+			Sizes:         []tg.PhotoSizeClass{&tg.PhotoSize{Type: "x", W: 800, H: 600, Size: md.Size}},
 			DCID:          dc,
 		}}
 	}
@@ -326,7 +330,7 @@ func (md *Media) tg(dc int, date time.Time) tg.MessageMediaClass {
 		FileReference: []byte{1},
 		Date:          int(date.Unix()),
 		MimeType:      md.MIME,
-		Size:          int64(len(md.Data)),
+		Size:          int64(md.Size),
 		DCID:          dc,
 		Attributes:    attrs,
 	}}

@@ -370,8 +370,12 @@ func (v *Service) File(_ context.Context, id int64) ([]byte, error) {
 
 func (v *Service) file(id int64) (faketg.Media, error) {
 	md, ok := v.s.File(id)
-	if !ok {
+	switch {
+	case !ok:
 		return faketg.Media{}, errorf(http.StatusNotFound, "no file %d", id)
+	case md.Data == nil && md.Size > 0:
+		return faketg.Media{}, errorf(http.StatusGone, "file %d (%d bytes) is no longer kept: the fake keeps the newest %d MiB of files (faketg.Options.FileBytes)",
+			id, md.Size, v.s.FileBytes()>>20)
 	}
 	return md, nil
 }
@@ -472,7 +476,7 @@ func media(md *faketg.Media) *Media {
 	}
 	return &Media{
 		ID: md.ID(), Photo: md.Photo, Name: md.Filename, MIME: md.MIME,
-		Size: len(md.Data), URL: FilePath(md.ID()),
+		Size: md.Size, URL: FilePath(md.ID()),
 	}
 }
 
