@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -77,6 +78,8 @@ func TestPoolWorkers(t *testing.T) {
 		}
 		if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != agentapi.SpoolDir || spec.Volumes[0].EmptyDir == nil {
 			t.Errorf("spool: mounts %+v, volumes %+v", c.VolumeMounts, spec.Volumes)
+		} else if l := spec.Volumes[0].EmptyDir.SizeLimit; l == nil || l.Cmp(resource.MustParse("1Gi")) != 0 {
+			t.Errorf("spool sizeLimit %v, want the default 1Gi", l)
 		}
 	}
 	eventually(t, waitShort, "pool available", func() (bool, string) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -59,8 +60,13 @@ type workerTemplate struct {
 	ServiceAccount  string                            `json:"serviceAccount"`
 	Template        shellv1alpha1.ShellPoolPodOverlay `json:"template"`
 	Shell           string                            `json:"shell"`
+	SpoolSizeLimit  *resource.Quantity                `json:"spoolSizeLimit,omitempty"`
 	RestartedAt     *metav1.Time                      `json:"restartedAt"`
 }
+
+// DefaultSpoolSizeLimit is a pool's spool sizeLimit when its spec has none
+// (a pool stored before the field existed).
+var DefaultSpoolSizeLimit = resource.MustParse("1Gi")
 
 func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTemplate {
 	t := workerTemplate{
@@ -70,7 +76,11 @@ func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTempla
 		ServiceAccount:  pool.Spec.ServiceAccountName,
 		Template:        pool.Spec.Template,
 		Shell:           pool.Spec.Shell,
+		SpoolSizeLimit:  pool.Spec.SpoolSizeLimit,
 		RestartedAt:     pool.Spec.RestartedAt,
+	}
+	if t.SpoolSizeLimit == nil {
+		t.SpoolSizeLimit = &DefaultSpoolSizeLimit
 	}
 	if t.Image == "" {
 		t.Image = defaultImage
@@ -208,7 +218,7 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 			}},
 			Volumes: []corev1.Volume{{
 				Name:         spoolVolume,
-				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(t.SpoolSizeLimit.DeepCopy())}},
 			}},
 		},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,8 +51,8 @@ func TestShellPoolDefaults(t *testing.T) {
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	want := shellv1alpha1.ShellPoolSpec{Replicas: 16, StatefulWorker: 0, Shell: "zsh"}
-	if diff := cmp.Diff(want, pool.Spec); diff != "" {
+	want := shellv1alpha1.ShellPoolSpec{Replicas: 16, StatefulWorker: 0, Shell: "zsh", SpoolSizeLimit: ptr.To(resource.MustParse("1Gi"))}
+	if diff := cmp.Diff(want, pool.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("spec after create (-want +got):\n%s", diff)
 	}
 }

@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,6 +75,14 @@ type ShellPoolSpec struct {
 	// Resources of each worker's container.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// SpoolSizeLimit is the sizeLimit of each worker's spool volume, the
+	// emptyDir that holds its jobs' output and files. A worker whose spool
+	// grows past it is evicted by the kubelet, and its jobs end as lost.
+	// Defaults to 1Gi.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	SpoolSizeLimit *resource.Quantity `json:"spoolSizeLimit,omitempty"`
 
 	// ServiceAccountName is the ServiceAccount whose token the commands get,
 	// for their own use of the Kubernetes API. Unset, workers get no token.

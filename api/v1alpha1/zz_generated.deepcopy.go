@@ -299,6 +299,11 @@ func (in *ShellPoolPodOverlay) DeepCopy() *ShellPoolPodOverlay {
 func (in *ShellPoolSpec) DeepCopyInto(out *ShellPoolSpec) {
 	*out = *in
 	in.Resources.DeepCopyInto(&out.Resources)
+	if in.SpoolSizeLimit != nil {
+		in, out := &in.SpoolSizeLimit, &out.SpoolSizeLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	in.Template.DeepCopyInto(&out.Template)
 	if in.RestartedAt != nil {
 		in, out := &in.RestartedAt, &out.RestartedAt
