@@ -15,6 +15,7 @@ import (
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 func TestMain(m *testing.M) { agenttest.Main(m) }
@@ -31,7 +32,7 @@ type daemon struct {
 	home string
 	args []string
 	p    *agenttest.Process
-	logs *agenttest.SyncBuffer
+	logs *utiltesting.SyncBuffer
 	c    *agent.Client
 }
 
@@ -41,7 +42,7 @@ func startDaemon(t *testing.T, extra ...string) *daemon { return startDaemonB(t,
 func startDaemonB(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	agenttest.NeedZsh(t)
-	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &agenttest.SyncBuffer{}}
+	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &utiltesting.SyncBuffer{}}
 	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
 	t.Cleanup(func() {

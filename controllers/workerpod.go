@@ -64,8 +64,9 @@ type workerTemplate struct {
 	RestartedAt     *metav1.Time                      `json:"restartedAt"`
 }
 
-// DefaultSpoolSizeLimit is a pool's spool sizeLimit when its spec has none
-// (a pool stored before the field existed).
+// DefaultSpoolSizeLimit is a pool's spool sizeLimit when its spec has none.
+// The CRD defaults the field, so that is only a pool the API server did not
+// default: one built in Go, or served by an older CRD.
 var DefaultSpoolSizeLimit = resource.MustParse("1Gi")
 
 func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTemplate {

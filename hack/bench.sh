@@ -118,89 +118,81 @@ section_output() {
     "TailText of a full 16 KiB window, rendered|BenchmarkTailText|-"
 }
 
-# section_cluster runs test/e2e's TestBenchCluster, which prints
-# "BENCH name value unit" lines, and sets each figure beside plain kubectl
-# exec measured in the same run. E2E_BENCH_JOBS sets the jobs of the start
-# latency (default 50).
-section_cluster() {
-  local context log
+# BENCH_LOG is the output of the last e2e_bench, for bench.
+BENCH_LOG=""
+
+# e2e_bench TEST TIMEOUT: runs test/e2e's TEST on the stack (hack/e2e.sh
+# --setup) with E2E_BENCH=1 into BENCH_LOG; the test prints
+# "BENCH name value unit" lines. The caller removes BENCH_LOG.
+e2e_bench() {
+  local test="$1" timeout="$2" context
   context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
-  log="$(mktemp)"
-  # shellcheck disable=SC2064
-  trap "rm -f '${log}'" RETURN
-  log "cluster: go test -tags e2e -run TestBenchCluster on ${context}"
+  BENCH_LOG="$(mktemp)"
+  log "go test -tags e2e -run ${test} on ${context}"
   (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
-    go test -tags e2e -count=1 -v -timeout 30m -run '^TestBenchCluster$' ./test/e2e/) > "${log}" ||
-    { tail -30 "${log}" >&2; die "TestBenchCluster failed"; }
-  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
-  local row label ours base ratio
-  echo "== Cluster (kind, ${E2E_BENCH_JOBS:-50} jobs for start latency) =="
-  if [[ "${BENCH_FORMAT}" == markdown ]]; then
-    printf '| measure | shelljob | kubectl exec | ratio |\n|---|---:|---:|---:|\n'
-  else
-    printf '%-40s %12s %14s %8s\n' "measure" "shelljob" "kubectl exec" "ratio"
-  fi
-  for row in \
-    "start latency p50 (ms)|start_p50|start_base_p50" \
-    "start latency p95 (ms)|start_p95|start_base_p95" \
-    "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
-    "  of it, bytes the reader got (MiB/s)|throughput_delivered|throughput_base" \
-    "stop latency p50 (ms)|stop_p50|stop_base_p50"; do
-    IFS='|' read -r label ours base <<< "${row}"
-    ours="$(bench "${ours}")" base="$(bench "${base}")"
-    [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
-    # The ratio reads as "times the baseline": above 1 is slower for
-    # latencies, faster for throughput.
-    ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
-    if [[ "${BENCH_FORMAT}" == markdown ]]; then
-      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
-    else
-      printf '%-40s %12s %14s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
-    fi
-  done
-  echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
-  echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
-  echo
+    go test -tags e2e -count=1 -v -timeout "${timeout}" -run "^${test}\$" ./test/e2e/) > "${BENCH_LOG}" ||
+    { tail -30 "${BENCH_LOG}" >&2; die "${test} failed"; }
 }
 
-# section_chat runs test/e2e's TestBenchChat on the stack (hack/e2e.sh
-# --setup), which prints "BENCH name value unit" lines.
-section_chat() {
-  local context log
-  context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
-  log="$(mktemp)"
-  # shellcheck disable=SC2064
-  trap "rm -f '${log}'" RETURN
-  log "chat: go test -tags e2e -run TestBenchChat on ${context}"
-  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
-    go test -tags e2e -count=1 -v -timeout 60m -run '^TestBenchChat$' ./test/e2e/) > "${log}" ||
-    { tail -30 "${log}" >&2; die "TestBenchChat failed"; }
-  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
-  local row label ours base ratio
-  echo "== Through the bot (kind, the fake Telegram's clock) =="
-  if [[ "${BENCH_FORMAT}" == markdown ]]; then
-    printf '| measure | shelljob | baseline | ratio |\n|---|---:|---:|---:|\n'
-  else
-    printf '%-46s %12s %12s %8s\n' "measure" "shelljob" "baseline" "ratio"
-  fi
-  for row in \
-    "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50" \
-    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50" \
-    "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000" \
-    ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50" \
-    "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50" \
-    "pool busy: .k to final p50 (ms)|chat_busy_stop_p50|chat_stop_base_p50"; do
+# bench NAME: the value of figure NAME in BENCH_LOG.
+bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${BENCH_LOG}"; }
+
+# ratio_table WIDTHS OURS BASELINE ROW...: prints ROWs, "label|figure|baseline
+# figure" (or "=N" for a fixed baseline), each with its ratio to the
+# baseline, which reads as "times the baseline": above 1 is slower for
+# latencies, faster for throughput. WIDTHS is "label ours baseline" for the
+# text format; OURS and BASELINE head the columns.
+ratio_table() {
+  local widths ours_head="$2" base_head="$3" row label ours base ratio fmt
+  read -r -a widths <<< "$1"
+  shift 3
+  fmt="%-${widths[0]}s %${widths[1]}s %${widths[2]}s %8s\n"
+  [[ "${BENCH_FORMAT}" != markdown ]] || fmt='| %s | %s | %s | %s |\n'
+  printf "${fmt}" "measure" "${ours_head}" "${base_head}" "ratio"
+  [[ "${BENCH_FORMAT}" != markdown ]] || printf '|---|---:|---:|---:|\n'
+  for row in "$@"; do
     IFS='|' read -r label ours base <<< "${row}"
     ours="$(bench "${ours}")"
     if [[ "${base}" == =* ]]; then base="${base#=}"; else base="$(bench "${base}")"; fi
     [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
     ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
-    if [[ "${BENCH_FORMAT}" == markdown ]]; then
-      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
-    else
-      printf '%-46s %12s %12s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
-    fi
+    # shellcheck disable=SC2059
+    printf "${fmt}" "${label}" "${ours}" "${base}" "${ratio}"
   done
+}
+
+# section_cluster: TestBenchCluster, each figure beside plain kubectl exec
+# measured in the same run. E2E_BENCH_JOBS sets the jobs of the start
+# latency (default 50).
+section_cluster() {
+  e2e_bench TestBenchCluster 30m
+  # shellcheck disable=SC2064
+  trap "rm -f '${BENCH_LOG}'" RETURN
+  echo "== Cluster (kind, ${E2E_BENCH_JOBS:-50} jobs for start latency) =="
+  ratio_table "40 12 14" shelljob "kubectl exec" \
+    "start latency p50 (ms)|start_p50|start_base_p50" \
+    "start latency p95 (ms)|start_p95|start_base_p95" \
+    "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
+    "  of it, bytes the reader got (MiB/s)|throughput_delivered|throughput_base" \
+    "stop latency p50 (ms)|stop_p50|stop_base_p50"
+  echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
+  echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
+  echo
+}
+
+# section_chat: TestBenchChat, the whole stack through the fake Telegram.
+section_chat() {
+  e2e_bench TestBenchChat 60m
+  # shellcheck disable=SC2064
+  trap "rm -f '${BENCH_LOG}'" RETURN
+  echo "== Through the bot (kind, the fake Telegram's clock) =="
+  ratio_table "46 12 12" shelljob baseline \
+    "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50" \
+    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50" \
+    "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000" \
+    ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50" \
+    "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50" \
+    "pool busy: .k to final p50 (ms)|chat_busy_stop_p50|chat_stop_base_p50"
   echo "(baselines: plain kubectl exec of the same command, or of pkill -INT for a stop, in the same run)"
   echo
   echo "== Soak: $(bench soak_jobs) jobs through the 16-worker pool from the fake Telegram =="
@@ -211,36 +203,15 @@ section_chat() {
   echo
 }
 
-# section_cli runs test/e2e's TestBenchCLI on the kind cluster.
+# section_cli: TestBenchCLI, whole processes of both commands.
 section_cli() {
-  local context log
-  context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
-  log="$(mktemp)"
+  e2e_bench TestBenchCLI 30m
   # shellcheck disable=SC2064
-  trap "rm -f '${log}'" RETURN
-  log "cli: go test -tags e2e -run TestBenchCLI on ${context}"
-  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
-    go test -tags e2e -count=1 -v -timeout 30m -run '^TestBenchCLI$' ./test/e2e/) > "${log}" ||
-    { tail -30 "${log}" >&2; die "TestBenchCLI failed"; }
-  bench() { awk -v n="$1" '$1 == "BENCH" && $2 == n { print $3 }' "${log}"; }
-  local row label ours base ratio
+  trap "rm -f '${BENCH_LOG}'" RETURN
   echo "== kubectl shelljob exec (kind, ${E2E_BENCH_CLI_RUNS:-30} runs each, process start to exit) =="
-  if [[ "${BENCH_FORMAT}" == markdown ]]; then
-    printf '| measure | kubectl shelljob exec | kubectl exec | ratio |\n|---|---:|---:|---:|\n'
-  else
-    printf '%-40s %22s %14s %8s\n' "measure" "kubectl shelljob exec" "kubectl exec" "ratio"
-  fi
-  for row in "echo hi, p50 (ms)|cli_exec_p50|cli_exec_base_p50" "echo hi, p95 (ms)|cli_exec_p95|cli_exec_base_p95"; do
-    IFS='|' read -r label ours base <<< "${row}"
-    ours="$(bench "${ours}")" base="$(bench "${base}")"
-    [[ -n "${ours}" && -n "${base}" ]] || die "no figure for ${label}"
-    ratio="$(awk -v a="${ours}" -v b="${base}" 'BEGIN { printf "%.2f×", a / b }')"
-    if [[ "${BENCH_FORMAT}" == markdown ]]; then
-      printf '| %s | %s | %s | %s |\n' "${label}" "${ours}" "${base}" "${ratio}"
-    else
-      printf '%-40s %22s %14s %8s\n' "${label}" "${ours}" "${base}" "${ratio}"
-    fi
-  done
+  ratio_table "40 22 14" "kubectl shelljob exec" "kubectl exec" \
+    "echo hi, p50 (ms)|cli_exec_p50|cli_exec_base_p50" \
+    "echo hi, p95 (ms)|cli_exec_p95|cli_exec_base_p95"
   echo "(target: at most 1.30× at p50)"
   echo
 }

@@ -6,13 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/cli"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 // asAgent, set to 1, makes the test binary run as shelljob-agent.
@@ -53,7 +53,7 @@ func Serve(t testing.TB, args ...string) string {
 	t.Helper()
 	NeedZsh(t)
 	dir := t.TempDir()
-	logs := &SyncBuffer{}
+	logs := &utiltesting.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent log:\n%s", logs.String())
@@ -149,25 +149,6 @@ func (w *watchWriter) Write(p []byte) (int, error) {
 		w.found()
 	}
 	return len(p), nil
-}
-
-// SyncBuffer is a bytes.Buffer for a writer and readers in other
-// goroutines, such as a daemon's stderr.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // MaxCommand is the API's limit on a command, in bytes

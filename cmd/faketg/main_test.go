@@ -8,31 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gotd/td/crypto"
 
 	"shelljob.dev/shelljob/internal/faketg/control"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // script is a chat session with the echo bot, and lines its output must
 // have; files is where the files the bot sent go.
@@ -113,7 +96,7 @@ func TestScriptWithEchoBot(t *testing.T) {
 		echoBot:     true,
 	}
 	in, want := script(c.filesDir)
-	var out syncBuffer
+	var out utiltesting.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := run(ctx, c, strings.NewReader(in), &out); err != nil {
@@ -154,7 +137,7 @@ func TestServerAndRemoteChat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	sctx, stop := context.WithCancel(ctx)
-	var sout syncBuffer
+	var sout utiltesting.SyncBuffer
 	done := make(chan error, 1)
 	// No stdin: a pod has none.
 	go func() { done <- run(sctx, server, nil, &sout) }()
@@ -188,7 +171,7 @@ func TestServerAndRemoteChat(t *testing.T) {
 	client := config{connect: url, filesDir: filepath.Join(dir, "files")}
 	in, want := script(client.filesDir)
 	want[0] = "faketg: DC 2 at localhost:"
-	var out syncBuffer
+	var out utiltesting.SyncBuffer
 	if err := run(ctx, client, strings.NewReader(in), &out); err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}

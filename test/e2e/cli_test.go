@@ -16,6 +16,7 @@ import (
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 // The plugin is built once and found by kubectl on PATH, as a user has it:
@@ -112,10 +113,10 @@ func TestCLIExecIdleTimeout(t *testing.T) {
 
 // startExec starts `exec` in the background and waits until the job's
 // output began, so that it runs.
-func startExec(t *testing.T, command string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func startExec(t *testing.T, command string) (*exec.Cmd, *utiltesting.SyncBuffer, *utiltesting.SyncBuffer) {
 	t.Helper()
 	cmd := shelljobCmd(t, "exec", "--pool", Pool, "--timeout", "0", "--", command)
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &utiltesting.SyncBuffer{}, &utiltesting.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func TestCLILogsFollowCut(t *testing.T) {
 	j := Create(t, Job(t, "logs", "for i in $(seq 1 8); do echo line$i; sleep 1; done"))[0]
 	j = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
 	cmd := shelljobCmd(t, "logs", "-f", j.Name)
-	out := &syncBuffer{}
+	out := &utiltesting.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -312,24 +313,6 @@ func lastLine(screen string) string {
 }
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// syncBuffer is a bytes.Buffer for a process's output read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestBenchCLI measures `kubectl shelljob exec -- echo hi` beside
 // `kubectl exec POD -- echo hi`, each a whole process from start to exit,
