@@ -366,14 +366,24 @@ func JobOf(t *testing.T, chat Chat, cmd control.Message) *shellv1alpha1.ShellJob
 		if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
 			return false, err.Error()
 		}
+		// A fake Telegram that was reset numbers its messages from 1
+		// again, so jobs of an earlier run can share chat and message:
+		// only one created since the message counts.
+		since := cmd.Date.Add(-2 * time.Second)
 		for i := range list.Items {
-			o := list.Items[i].Spec.Origin
-			if o.Source == shellv1alpha1.OriginTelegram && o.Chat == chat.ID && o.Message == int64(cmd.ID) {
-				found = &list.Items[i]
-				return true, ""
+			sj := &list.Items[i]
+			o := sj.Spec.Origin
+			if o.Source != shellv1alpha1.OriginTelegram || o.Chat != chat.ID || o.Message != int64(cmd.ID) || sj.CreationTimestamp.Time.Before(since) {
+				continue
+			}
+			if found == nil || found.CreationTimestamp.Before(&sj.CreationTimestamp) {
+				found = sj
 			}
 		}
-		return false, fmt.Sprintf("%d jobs, none from message %d of chat %d", len(list.Items), cmd.ID, chat.ID)
+		if found != nil {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d jobs, none from message %d of chat %d since %s", len(list.Items), cmd.ID, chat.ID, since.Format(time.RFC3339))
 	})
 	return found
 }
