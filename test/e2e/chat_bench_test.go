@@ -85,7 +85,7 @@ func TestBenchChat(t *testing.T) {
 	p.Group.Answer(p.Group.Send(".k all"))
 	for _, m := range busy {
 		p.Group.WaitMessage(2*time.Minute, "the busy job's end", func(x control.Message) bool {
-			return x.Out && x.ReplyTo == m.ID && !IsPreview(x) && (len(x.Buttons) == 0)
+			return botReply(x, m.ID) && !IsPreview(x) && (len(x.Buttons) == 0)
 		})
 	}
 	report("chat_busy_reply_p50", pct(busyReply, 50), "ms")

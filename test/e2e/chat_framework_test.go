@@ -230,12 +230,19 @@ func (c Chat) Messages() []control.Message {
 	return ms.Messages
 }
 
+// botReply tells whether m is the bot's reply to message id. Its ID
+// must be later too: a fake Telegram that was reset numbers messages from
+// 1 again, and a bot can still reply to an earlier run's message.
+func botReply(m control.Message, id int) bool {
+	return m.Out && m.ReplyTo == id && m.ID > id
+}
+
 // BotReplies are the bot's messages that reply to message id, in order.
 func (c Chat) BotReplies(id int) []control.Message {
 	c.t.Helper()
 	var out []control.Message
 	for _, m := range c.Messages() {
-		if m.Out && m.ReplyTo == id && !m.Deleted {
+		if botReply(m, id) && !m.Deleted {
 			out = append(out, m)
 		}
 	}
@@ -301,7 +308,7 @@ func IsPreview(m control.Message) bool {
 
 // IsFinalOf tells whether m is the final text of command message cmd.
 func IsFinalOf(cmd, m control.Message) bool {
-	return m.Out && m.ReplyTo == cmd.ID && !m.Deleted && !IsPreview(m) && len(m.Buttons) == 0 &&
+	return botReply(m, cmd.ID) && !m.Deleted && !IsPreview(m) && len(m.Buttons) == 0 &&
 		m.Text != texts.FinishedBelow && m.Media == nil
 }
 
@@ -321,10 +328,10 @@ func (c Chat) FinalFile(cmd control.Message, timeout time.Duration) control.Mess
 	c.t.Helper()
 	about := map[int]bool{cmd.ID: true}
 	return c.WaitMessage(timeout, fmt.Sprintf("the .txt of %q", cmd.Text), func(m control.Message) bool {
-		if m.Out && m.ReplyTo == cmd.ID {
+		if botReply(m, cmd.ID) {
 			about[m.ID] = true
 		}
-		return m.Out && about[m.ReplyTo] && m.Media != nil && m.Media.Name == texts.OutputFileName
+		return m.Out && about[m.ReplyTo] && m.ID > cmd.ID && m.Media != nil && m.Media.Name == texts.OutputFileName
 	})
 }
 
@@ -332,7 +339,7 @@ func (c Chat) FinalFile(cmd control.Message, timeout time.Duration) control.Mess
 func (c Chat) Preview(cmd control.Message, timeout time.Duration) control.Message {
 	c.t.Helper()
 	return c.WaitMessage(timeout, fmt.Sprintf("the preview of %q", cmd.Text), func(m control.Message) bool {
-		return m.Out && m.ReplyTo == cmd.ID && !m.Deleted && IsPreview(m)
+		return botReply(m, cmd.ID) && !m.Deleted && IsPreview(m)
 	})
 }
 
@@ -340,7 +347,7 @@ func (c Chat) Preview(cmd control.Message, timeout time.Duration) control.Messag
 func (c Chat) Answer(cmd control.Message) string {
 	c.t.Helper()
 	return c.WaitMessage(ReplyTimeout, fmt.Sprintf("the answer to %q", cmd.Text), func(m control.Message) bool {
-		return m.Out && m.ReplyTo == cmd.ID && !m.Deleted
+		return botReply(m, cmd.ID) && !m.Deleted
 	}).Text
 }
 

@@ -145,7 +145,7 @@ func runLong(t *testing.T, chat Chat, cmd string) (control.Message, control.Mess
 	t.Helper()
 	m := chat.Send(cmd)
 	pv := chat.WaitMessage(ReplyTimeout, "the running preview of "+cmd, func(x control.Message) bool {
-		return x.Out && x.ReplyTo == m.ID && strings.HasPrefix(x.Text, "⏳ #") && !strings.Contains(x.Text, "waiting")
+		return botReply(x, m.ID) && strings.HasPrefix(x.Text, "⏳ #") && !strings.Contains(x.Text, "waiting")
 	})
 	return m, pv
 }
@@ -248,7 +248,7 @@ func TestChatStopAllOverFullPool(t *testing.T) {
 	}
 	for _, m := range cmds {
 		p.Group.WaitMessage(2*time.Minute, "every job running", func(x control.Message) bool {
-			return x.Out && x.ReplyTo == m.ID && strings.HasPrefix(x.Text, "⏳ #") && !strings.Contains(x.Text, "waiting")
+			return botReply(x, m.ID) && strings.HasPrefix(x.Text, "⏳ #") && !strings.Contains(x.Text, "waiting")
 		})
 	}
 	direct := p.Group.Send(".aa echo direct while the pool is full")
@@ -257,7 +257,7 @@ func TestChatStopAllOverFullPool(t *testing.T) {
 	}
 	queued := p.Group.Send(".a echo queued")
 	p.Group.WaitMessage(ReplyTimeout, "the queued preview", func(x control.Message) bool {
-		return x.Out && x.ReplyTo == queued.ID && strings.Contains(x.Text, "waiting for a free shell")
+		return botReply(x, queued.ID) && strings.Contains(x.Text, "waiting for a free shell")
 	})
 	k := p.Group.Send(".k all")
 	lines := strings.Split(p.Group.Answer(k), "\n")
@@ -288,7 +288,7 @@ func TestChatQueuedStopNeverRuns(t *testing.T) {
 	busy, _ := runLong(t, p.Group, ".af sleep 100")
 	q := p.Group.Send(".af touch " + marker)
 	pv := p.Group.WaitMessage(ReplyTimeout, "the queued preview", func(x control.Message) bool {
-		return x.Out && x.ReplyTo == q.ID && strings.Contains(x.Text, "waiting for a free shell")
+		return botReply(x, q.ID) && strings.Contains(x.Text, "waiting for a free shell")
 	})
 	k := p.Group.Send(fmt.Sprintf(".k %d", JobNumber(t, pv)))
 	p.Group.Answer(k)
