@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -635,5 +637,51 @@ func TestShutdownStopsJobs(t *testing.T) {
 	e := d.exited("long")
 	if e.Lost || e.ExitCode == nil || *e.ExitCode != 143 {
 		t.Errorf("a job the agent stopped on its way out: %+v", e)
+	}
+}
+
+// TestShutdownMarksExit: a job the agent stops because it is ending says
+// so, and one that ended on its own does not.
+func TestShutdownMarksExit(t *testing.T) {
+	d := startDaemon(t)
+	d.start("before", "true", false)
+	d.output("before")
+	d.start("long", "sleep 100", false)
+	d.stop()
+	d.run()
+	if e := d.exited("long"); !e.Shutdown {
+		t.Errorf("a job the agent stopped on its way out: %+v, want Shutdown", e)
+	}
+	if e := d.exited("before"); e.Shutdown {
+		t.Errorf("a job that ended before the agent did: %+v, want no Shutdown", e)
+	}
+}
+
+// TestOOMKillsCounted: the exit event counts the out-of-memory kills of the
+// container's cgroup while the job ran (cgroup v1 and v2 layouts).
+func TestOOMKillsCounted(t *testing.T) {
+	for _, layout := range []string{"memory.events", "memory/memory.oom_control"} {
+		t.Run(layout, func(t *testing.T) {
+			root := t.TempDir()
+			file := filepath.Join(root, layout)
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			write := func(n int) string {
+				return fmt.Sprintf("printf 'oom 9\\noom_kill %d\\n' > %q", n, file)
+			}
+			if err := os.WriteFile(file, []byte("oom 9\noom_kill 3\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d := startDaemon(t, "--cgroup-root", root)
+			d.start("hog", write(5)+"; exit 137", false)
+			if e := d.exited("hog"); e.OOMKills != 2 {
+				t.Errorf("a job during which the OOM killer killed twice: %+v, want OOMKills 2", e)
+			}
+			d.start("calm", "true", false)
+			if e := d.exited("calm"); e.OOMKills != 0 {
+				t.Errorf("a job during which the OOM killer did nothing: %+v", e)
+			}
+		})
 	}
 }

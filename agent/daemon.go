@@ -78,6 +78,9 @@ type Options struct {
 	StatusInterval time.Duration
 	// Retention: see DefaultRetention. Negative keeps spools forever.
 	Retention time.Duration
+	// CgroupRoot is where the agent reads its memory cgroup's OOM kills.
+	// Defaults to DefaultCgroupRoot.
+	CgroupRoot string
 	// Logger logs what no caller hears of. Defaults to a discarding logger.
 	Logger logr.Logger
 }
@@ -102,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Env == nil {
 		o.Env = os.Environ()
+	}
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = DefaultCgroupRoot
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = DefaultOrphanGrace
@@ -248,6 +254,9 @@ func (d *Daemon) stopAll() {
 	d.log.Info("stopping jobs", "count", len(running))
 	deadline := time.After(shutdownGrace)
 	for _, j := range running {
+		j.mu.Lock()
+		j.shutdown = true
+		j.mu.Unlock()
 		d.signal(j, agentapi.SIGTERM)
 	}
 	for _, j := range running {
@@ -442,6 +451,7 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	if err != nil {
 		return agentapi.StartResponse{}, fmt.Errorf("start %s: %w", req.Job, err)
 	}
+	j.oomBase, j.oomKnown = oomKills(d.opts.CgroupRoot)
 	d.mu.Lock()
 	d.jobs[j.id] = j
 	d.broadcastLocked(j.startedEvent())
@@ -494,10 +504,14 @@ func (d *Daemon) finish(j *job) {
 		d.log.Error(err, "closing a spool", "job", j.id)
 	}
 	j.mu.Lock()
-	code := j.code
+	code, shutdown := j.code, j.shutdown
 	j.mu.Unlock()
 	st := j.spool.Stats()
-	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite}
+	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite,
+		Shutdown: shutdown}
+	if n, ok := oomKills(d.opts.CgroupRoot); ok && j.oomKnown && n > j.oomBase {
+		ex.OOMKills = n - j.oomBase
+	}
 	if err := writeJSON(filepath.Join(j.dir, exitFile), ex); err != nil {
 		d.log.Error(err, "recording an exit status", "job", j.id)
 	}

@@ -53,6 +53,8 @@ type exitRecord struct {
 	OutputBytes  int64     `json:"outputBytes"`
 	DroppedBytes int64     `json:"droppedBytes"`
 	LastOutput   time.Time `json:"lastOutput,omitzero"`
+	OOMKills     int64     `json:"oomKills,omitempty"`
+	Shutdown     bool      `json:"shutdown,omitempty"`
 }
 
 type job struct {
@@ -74,6 +76,10 @@ type job struct {
 	// probe reports whether the job's group has no process of the job
 	// left, and whether its id may now name another group.
 	probe func() (empty, gone bool)
+	// oomBase is the cgroup's OOM kill count when the job started, if
+	// oomKnown.
+	oomBase  int64
+	oomKnown bool
 
 	mu sync.Mutex
 	// exited: the command has ended (its shell reported its status), with
@@ -83,6 +89,8 @@ type job struct {
 	// groupGone: the group was found empty after the command ended, so its
 	// id is free and is never signalled again.
 	groupGone bool
+	// shutdown: the agent stopped the job on its way out, as its pod ends.
+	shutdown bool
 }
 
 func newJob(id, dir string, rec jobRecord, sp *spool.Spool) *job {
@@ -124,7 +132,7 @@ func (j *job) startedEvent() agentapi.Event {
 func (j *job) exitedEvent() agentapi.Event {
 	e := agentapi.Event{
 		Type: agentapi.EventExited, Job: j.id, Time: j.exit.EndedAt, PGID: j.rec.PGID,
-		ExitCode: j.exit.ExitCode, Lost: j.exit.Lost,
+		ExitCode: j.exit.ExitCode, Lost: j.exit.Lost, OOMKills: j.exit.OOMKills, Shutdown: j.exit.Shutdown,
 		OutputBytes: j.exit.OutputBytes, DroppedBytes: j.exit.DroppedBytes,
 	}
 	if !j.exit.LastOutput.IsZero() {

@@ -186,6 +186,13 @@ type Event struct {
 	DroppedBytes int64 `json:"droppedBytes,omitempty"`
 	// LastOutput is when the command last wrote, for idle timeouts.
 	LastOutput *time.Time `json:"lastOutput,omitempty"`
+	// OOMKills is set on EventExited: how many processes the kernel's
+	// out-of-memory killer killed in the worker's container while the
+	// command ran.
+	OOMKills int64 `json:"oomKills,omitempty"`
+	// Shutdown is set on EventExited when the agent stopped the command
+	// because the agent itself was asked to end: its pod is going away.
+	Shutdown bool `json:"shutdown,omitempty"`
 }
 
 // Client reaches the agent of a worker pod. The operator, the bot and the
