@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -328,7 +330,7 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if lost, why := workerLost(pod); lost {
+	if _, why, lost := workerEnd(pod); lost {
 		if r.neverStarted(job) {
 			msg := fmt.Sprintf("worker %s %s before the command started; the job is queued again", key.Name, why)
 			job.Status.Pod, job.Status.PodNamespace, job.Status.Revision = "", "", ""
@@ -413,6 +415,8 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 			return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s restarted while the command ran; its exit status is unknown", f.Pod))
 		case f.Unknown:
 			return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s no longer knows the job", f.Pod))
+		case f.Exited && f.Shutdown && len(r.sentSignals(job)) == 0:
+			return r.shutDown(ctx, job, f, now)
 		case f.Exited:
 			return r.exited(ctx, job, f, now)
 		}
@@ -422,8 +426,8 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if lost, why := workerLost(pod); lost {
-		return r.workerLost(ctx, job, now, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
+	if reason, why, lost := workerEnd(pod); lost {
+		return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
 	}
 
 	var recheck time.Duration
@@ -568,6 +572,13 @@ func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.Shel
 		job.Status.Phase = shellv1alpha1.PhaseSucceeded
 		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonExited, exit)
 		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Finish", "#%d %s", job.Status.Number, exit)
+	case f.OOMKills > 0:
+		job.Status.StopReason = ""
+		job.Status.Phase = shellv1alpha1.PhaseFailed
+		msg := fmt.Sprintf("the command ran out of memory: the out-of-memory killer killed %d of its processes at worker %s's limit of %s; %s",
+			f.OOMKills, f.Pod, r.workerMemoryLimit(ctx, job), exit)
+		shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, msg)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "Finish", "#%d %s", job.Status.Number, msg)
 	default:
 		job.Status.StopReason = ""
 		job.Status.Phase = shellv1alpha1.PhaseFailed
@@ -575,6 +586,15 @@ func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.Shel
 		r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, "Failed", "Finish", "#%d %s", job.Status.Number, exit)
 	}
 	return r.finished(ctx, job, now, true)
+}
+
+// workerMemoryLimit is the memory limit of the job's worker, for messages.
+func (r *ShellJobReconciler) workerMemoryLimit(ctx context.Context, job *shellv1alpha1.ShellJob) string {
+	pod, err := r.pod(ctx, r.workerKey(job))
+	if err != nil || pod == nil {
+		return "unknown"
+	}
+	return memoryLimit(pod)
 }
 
 // stoppedBeforeRun ends a job that was stopped before its command started:
@@ -594,11 +614,49 @@ func (r *ShellJobReconciler) stoppedBeforeRun(ctx context.Context, job *shellv1a
 
 // workerLost ends a job whose worker went away.
 func (r *ShellJobReconciler) workerLost(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, msg string) (ctrl.Result, error) {
+	return r.workerGone(ctx, job, now, shellv1alpha1.ShellJobFinishedReasonWorkerLost, msg)
+}
+
+// workerGone ends a job whose worker went away, for the reason given: lost,
+// evicted or out of memory.
+func (r *ShellJobReconciler) workerGone(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, reason, msg string) (ctrl.Result, error) {
 	job.Status.Phase = shellv1alpha1.PhaseFailed
-	job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
-	shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonWorkerLost, msg)
-	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonWorkerLost, "Finish", "#%d %s", job.Status.Number, msg)
+	if job.Status.CompletionTime == nil {
+		job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
+	}
+	shelljob.SetFinishedCondition(job, now, reason, msg)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Finish", "#%d %s", job.Status.Number, msg)
 	return r.finished(ctx, job, now, true)
+}
+
+// shutdownSettle is how long after the agent stopped a command on its way
+// out the operator waits for the worker pod's status to say why the pod
+// ended: the kubelet stops the containers before it reports an eviction.
+const shutdownSettle = 15 * time.Second
+
+// shutDown ends a job that the worker's agent stopped because its pod was
+// ending: evicted, killed, or deleted. The exit status it reported (143,
+// most often) is the agent's doing, so the job ends for the pod's reason.
+func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) (ctrl.Result, error) {
+	key := r.workerKey(job)
+	pod, err := r.pod(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	reason, why, ended := workerEnd(pod)
+	if !ended {
+		if wait := f.ExitedAt.Add(shutdownSettle).Sub(now); wait > 0 {
+			return ctrl.Result{RequeueAfter: min(wait, time.Second)}, nil
+		}
+		reason, why = shellv1alpha1.ShellJobFinishedReasonWorkerLost, "shut down"
+	}
+	job.Status.CompletionTime = ptr.To(metav1.NewTime(f.ExitedAt))
+	job.Status.OutputBytes, job.Status.DroppedBytes = f.OutputBytes, f.DroppedBytes
+	job.Status.ExitCode = nil
+	if f.ExitCode != nil {
+		job.Status.ExitCode = ptr.To(int32(*f.ExitCode))
+	}
+	return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran; its agent stopped the command", key.Name, why))
 }
 
 // finished lets an ended job go: it removes the finalizer, and deletes the
@@ -635,15 +693,57 @@ func (r *ShellJobReconciler) pod(ctx context.Context, key types.NamespacedName) 
 	return pod, nil
 }
 
-// workerLost tells whether a worker pod is gone or going, and how.
-func workerLost(pod *corev1.Pod) (bool, string) {
+// workerEnd tells whether a worker pod is gone or going, and how: the
+// Finished reason of a job that ran there, and what happened to the pod.
+func workerEnd(pod *corev1.Pod) (reason, why string, ended bool) {
 	switch {
-	case pod == nil || pod.DeletionTimestamp != nil:
-		return true, "was deleted"
+	case pod == nil:
+		return shellv1alpha1.ShellJobFinishedReasonWorkerLost, "was deleted", true
+	case evicted(pod) != "":
+		return shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (" + evicted(pod) + ")", true
+	case oomKilled(pod):
+		return shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "was killed out of memory, at its limit of " + memoryLimit(pod), true
+	case pod.DeletionTimestamp != nil:
+		return shellv1alpha1.ShellJobFinishedReasonWorkerLost, "was deleted", true
 	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
-		return true, "ended (" + podEndReason(pod) + ")"
+		return shellv1alpha1.ShellJobFinishedReasonWorkerLost, "ended (" + podEndReason(pod) + ")", true
 	}
-	return false, ""
+	return "", "", false
+}
+
+// evicted is why the pod was evicted, or "" if it was not: the kubelet's
+// message (a full spool, node pressure), or the disruption's.
+func evicted(pod *corev1.Pod) string {
+	if pod.Status.Reason == "Evicted" {
+		return strings.TrimSuffix(strings.TrimSpace(cmp.Or(pod.Status.Message, "Evicted")), ".")
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return strings.TrimSuffix(strings.TrimSpace(cmp.Or(c.Message, c.Reason)), ".")
+		}
+	}
+	return ""
+}
+
+// oomKilled tells whether the kernel killed the worker's container out of
+// memory, as cgroup v2 does to a whole container at its limit.
+func oomKilled(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil && t.Reason == "OOMKilled" {
+			return true
+		}
+	}
+	return false
+}
+
+// memoryLimit is the worker container's memory limit, "none" if unset.
+func memoryLimit(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == WorkerContainer {
+			return q.String()
+		}
+	}
+	return "none"
 }
 
 // scheduledAt is when the job got its worker.

@@ -47,6 +47,12 @@ type agentFacts struct {
 	DroppedBytes int64
 	// LastOutput is when the command last wrote; zero if it never did.
 	LastOutput time.Time
+	// OOMKills counts the worker's out-of-memory kills while the command
+	// ran; set with Exited.
+	OOMKills int64
+	// Shutdown is set with Exited when the agent stopped the command on
+	// its way out: the worker pod is ending.
+	Shutdown bool
 }
 
 // factStore holds the agents' reports by job UID, for the ShellJob
@@ -90,6 +96,7 @@ func (s *factStore) record(pod string, ev agentapi.Event) bool {
 	case agentapi.EventExited:
 		if !f.Exited {
 			f.Exited, f.ExitCode, f.ExitedAt, f.Lost = true, ev.ExitCode, ev.Time, ev.Lost
+			f.OOMKills, f.Shutdown = ev.OOMKills, ev.Shutdown
 			notify = true
 		}
 	}

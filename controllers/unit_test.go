@@ -2,6 +2,9 @@ package controllers
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +131,86 @@ func TestRevision(t *testing.T) {
 	}
 	if Revision(base, "other/worker:2") == rev {
 		t.Error("a new default worker image kept the revision")
+	}
+}
+
+// TestWorkerDefaults: a pool's partial resources and securityContext are
+// merged over the defaults, field by field, instead of replacing them.
+func TestWorkerDefaults(t *testing.T) {
+	pool := utiltesting.MakeShellPool("shell", "ns").Obj()
+	pool.Spec.Resources = corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000)}
+	pod := workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage), 0, DefaultWorkerImage)
+
+	res := pod.Spec.Containers[0].Resources
+	want := map[string]string{
+		"limits.cpu": "2", "limits.memory": "64Mi", "limits.ephemeral-storage": "2Gi",
+		// The default request (128Mi) would exceed the pool's limit.
+		"requests.cpu": "100m", "requests.memory": "64Mi", "requests.ephemeral-storage": "256Mi",
+	}
+	for key, w := range want {
+		list := res.Limits
+		kind, name, _ := strings.Cut(key, ".")
+		if kind == "requests" {
+			list = res.Requests
+		}
+		if q, ok := list[corev1.ResourceName(name)]; !ok || q.String() != w {
+			t.Errorf("%s = %v, want %s", key, list[corev1.ResourceName(name)], w)
+		}
+	}
+	sc := pod.Spec.SecurityContext
+	if sc.RunAsUser == nil || *sc.RunAsUser != 2000 {
+		t.Errorf("runAsUser %v, want the pool's 2000", sc.RunAsUser)
+	}
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("securityContext %+v lost the defaults (runAsNonRoot, RuntimeDefault seccomp)", sc)
+	}
+	if pool.Spec.Template.SecurityContext.RunAsNonRoot != nil || pool.Spec.Resources.Requests != nil {
+		t.Error("building the pod changed the pool")
+	}
+}
+
+// TestWorkerEnd: how a job's end is told from its worker pod.
+func TestWorkerEnd(t *testing.T) {
+	limited := func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: WorkerContainer, Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
+	}
+	cases := []struct {
+		name   string
+		pod    func(*corev1.Pod)
+		reason string
+		why    string
+	}{
+		{"running", func(*corev1.Pod) {}, "", ""},
+		{"evicted by the kubelet", func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+			p.Status.Message = `Usage of EmptyDir volume "spool" exceeds the limit "1Gi". `
+		}, shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, `was evicted (Usage of EmptyDir volume "spool" exceeds the limit "1Gi")`},
+		{"disruption target before the eviction shows", func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: "TerminationByKubelet", Message: "The node was low on resource: ephemeral-storage."}}
+		}, shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (The node was low on resource: ephemeral-storage)"},
+		{"container killed out of memory", func(p *corev1.Pod) {
+			limited(p)
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+		}, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "was killed out of memory, at its limit of 1Gi"},
+		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} },
+			shellv1alpha1.ShellJobFinishedReasonWorkerLost, "was deleted"},
+	}
+	for _, c := range cases {
+		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		c.pod(p)
+		reason, why, ended := workerEnd(p)
+		if reason != c.reason || why != c.why || ended != (c.reason != "") {
+			t.Errorf("%s: %q %q %v, want %q %q", c.name, reason, why, ended, c.reason, c.why)
+		}
+	}
+	if reason, why, _ := workerEnd(nil); reason != shellv1alpha1.ShellJobFinishedReasonWorkerLost || why != "was deleted" {
+		t.Errorf("no pod: %q %q", reason, why)
 	}
 }

@@ -69,11 +69,73 @@ type workerTemplate struct {
 // default: one built in Go, or served by an older CRD.
 var DefaultSpoolSizeLimit = resource.MustParse("1Gi")
 
+// DefaultWorkerResources are the requests and limits of a worker for what
+// its pool sets none of: every worker is bounded, so a command that fills
+// its memory or disk ends at its own worker's limit, not its node's.
+var DefaultWorkerResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("100m"),
+		corev1.ResourceMemory:           resource.MustParse("128Mi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("256Mi"),
+	},
+	Limits: corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("2"),
+		corev1.ResourceMemory:           resource.MustParse("1Gi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("2Gi"),
+	},
+}
+
+// workerResources merges the pool's resources over DefaultWorkerResources,
+// resource by resource. A default request above the pool's own limit
+// comes down to that limit.
+func workerResources(own corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *own.DeepCopy()
+	merge := func(dst *corev1.ResourceList, def corev1.ResourceList) {
+		if *dst == nil {
+			*dst = corev1.ResourceList{}
+		}
+		for name, q := range def {
+			if _, ok := (*dst)[name]; !ok {
+				(*dst)[name] = q.DeepCopy()
+			}
+		}
+	}
+	defaultRequests := DefaultWorkerResources.Requests.DeepCopy()
+	for name := range defaultRequests {
+		if _, ok := own.Requests[name]; ok {
+			continue
+		}
+		if limit, ok := own.Limits[name]; ok && limit.Cmp(defaultRequests[name]) < 0 {
+			defaultRequests[name] = limit.DeepCopy()
+		}
+	}
+	merge(&out.Requests, defaultRequests)
+	merge(&out.Limits, DefaultWorkerResources.Limits)
+	return out
+}
+
+// workerSecurity merges the pool's pod securityContext over the safe
+// defaults of the restricted profile: non-root, RuntimeDefault seccomp.
+// The image's own (numeric) user runs unless the pool names one.
+func workerSecurity(own *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	sc := own.DeepCopy()
+	if sc == nil {
+		sc = &corev1.PodSecurityContext{}
+	}
+	if sc.RunAsNonRoot == nil {
+		sc.RunAsNonRoot = ptr.To(true)
+	}
+	if sc.SeccompProfile == nil {
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	return sc
+}
+
 func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTemplate {
 	t := workerTemplate{
 		Image:           pool.Spec.Image,
 		ImagePullPolicy: pool.Spec.ImagePullPolicy,
-		Resources:       pool.Spec.Resources,
+		Resources:       workerResources(pool.Spec.Resources),
 		ServiceAccount:  pool.Spec.ServiceAccountName,
 		Template:        pool.Spec.Template,
 		Shell:           pool.Spec.Shell,
@@ -158,14 +220,6 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 		shellv1alpha1.LabelRevision:      revision,
 		shellv1alpha1.LabelWorker:        strconv.Itoa(int(index)),
 	})
-	podSecurity := t.Template.SecurityContext
-	if podSecurity == nil {
-		// The restricted profile; the image's own (numeric) user runs.
-		podSecurity = &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
-	}
 	var automount *bool
 	if t.ServiceAccount == "" {
 		automount = ptr.To(false)
@@ -185,7 +239,7 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 			AutomountServiceAccountToken:  automount,
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](workerTerminationGrace),
-			SecurityContext:               podSecurity,
+			SecurityContext:               workerSecurity(t.Template.SecurityContext),
 			NodeSelector:                  t.Template.NodeSelector,
 			Tolerations:                   t.Template.Tolerations,
 			Containers: []corev1.Container{{

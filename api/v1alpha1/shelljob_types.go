@@ -222,6 +222,12 @@ const (
 	ShellJobFinishedReasonStopped             = "Stopped"
 	ShellJobFinishedReasonStoppedBeforeRun    = "StoppedBeforeRun"
 	ShellJobFinishedReasonWorkerLost          = "WorkerLost"
+	// ShellJobFinishedReasonWorkerEvicted: the kubelet evicted the worker
+	// while the command ran, as when the spool outgrew its sizeLimit.
+	ShellJobFinishedReasonWorkerEvicted = "WorkerEvicted"
+	// ShellJobFinishedReasonOutOfMemory: the command failed after the
+	// out-of-memory killer killed in its worker, at the memory limit.
+	ShellJobFinishedReasonOutOfMemory = "OutOfMemory"
 	ShellJobFinishedReasonStartFailed         = "StartFailed"
 )
 
