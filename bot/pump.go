@@ -324,7 +324,7 @@ func (r *run) pump(ctx context.Context) {
 			return
 		}
 		wait := OutputWait
-		if workerLost(r.latest()) {
+		if _, gone := workerNote(r.latest()); gone {
 			wait = OutputGrace
 		}
 		grace := b.cfg.Clock.NewTimer(wait)
@@ -698,9 +698,7 @@ func (r *run) fromSpool() bool {
 // finalOutput is the output the final shows, rendered when the caller
 // renders, and the note that says why it may be cut.
 func (r *run) finalOutput(ctx context.Context) (output, note string) {
-	if workerLost(r.latest()) {
-		note = texts.WorkerLost
-	}
+	note, _ = workerNote(r.latest())
 	if !r.complete.Load() {
 		if note == "" {
 			note = texts.OutputCut
@@ -748,13 +746,24 @@ func (r *run) spoolText(ctx context.Context) (string, error) {
 	return text, nil
 }
 
-// workerLost tells whether the job ended because its worker went away.
-func workerLost(obj *shellv1alpha1.ShellJob) bool {
+// workerNote is the note a final ends with when the job ended because
+// of its worker (lost, evicted, out of memory), and whether the worker
+// may have gone with the output.
+func workerNote(obj *shellv1alpha1.ShellJob) (note string, gone bool) {
 	if obj == nil {
-		return false
+		return "", false
 	}
 	c := meta.FindStatusCondition(obj.Status.Conditions, shellv1alpha1.ShellJobFinished)
-	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == shellv1alpha1.ShellJobFinishedReasonWorkerLost
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return "", false
+	}
+	switch c.Reason {
+	case shellv1alpha1.ShellJobFinishedReasonWorkerLost:
+		return texts.WorkerLost, true
+	case shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, shellv1alpha1.ShellJobFinishedReasonOutOfMemory:
+		return texts.WorkerEnded(c.Message), true
+	}
+	return "", false
 }
 
 // sendGuestFinal edits a guest answer into its final. A long one becomes

@@ -3,7 +3,10 @@
 // happens in one place.
 package texts
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Preview headers and cursor.
 const (
@@ -54,6 +57,15 @@ const (
 	// OutputFileName is the name of the .txt file of a long final.
 	OutputFileName = "output.txt"
 )
+
+// WorkerEnded ends the final of a job that its worker's limits ended
+// (evicted, out of memory), with the operator's account of it.
+func WorkerEnded(why string) string {
+	if why == "" {
+		return WorkerLost
+	}
+	return "⚠ " + strings.ToUpper(why[:1]) + why[1:] + "."
+}
 
 // ProcessExited is the final of a command with no output.
 func ProcessExited(code int) string { return fmt.Sprintf("The process exited %d.", code) }
