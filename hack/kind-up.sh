@@ -37,6 +37,9 @@ project_images() {
   [[ -z "${out}" ]] || mapfile -t images <<<"${out}"
 }
 
+# cluster_config prints the kind config; every node carries the label
+# shelljob.dev/kind-config=HASH ($1) of the config without it, so that a
+# kept cluster made from another config is recreated.
 cluster_config() {
   cat <<YAML
 kind: Cluster
@@ -49,12 +52,20 @@ kubeadmConfigPatches:
   kind: KubeletConfiguration
   # Kubernetes >= 1.35 refuses cgroup v1 hosts unless told otherwise.
   failCgroupV1: false
+  # Volume usage is measured every 10 s instead of every minute, so that a
+  # worker whose spool outgrows its sizeLimit is evicted soon after.
+  volumeStatsAggPeriod: 10s
 nodes:
-- role: control-plane
 YAML
-  local i
-  for ((i = 0; i < KIND_WORKERS; i++)); do echo "- role: worker"; done
+  local i role
+  for ((i = 0; i <= KIND_WORKERS; i++)); do
+    role=worker
+    [[ ${i} -gt 0 ]] || role=control-plane
+    printf -- '- role: %s\n  labels:\n    shelljob.dev/kind-config: "%s"\n' "${role}" "$1"
+  done
 }
+
+config_hash() { cluster_config "" | sha256sum | cut -c1-12; }
 
 # answers: the API server of a running node answers within 60 s (a node
 # container that the engine restarts after a reboot needs a moment).
@@ -71,7 +82,7 @@ create_cluster() {
   if "${KIND}" get clusters 2>/dev/null | grep -qx "${KIND_CLUSTER}"; then
     "${KIND}" delete cluster --name "${KIND_CLUSTER}"
   fi
-  "${KIND}" create cluster --name "${KIND_CLUSTER}" --image "${node_image}" --config <(cluster_config)
+  "${KIND}" create cluster --name "${KIND_CLUSTER}" --image "${node_image}" --config <(cluster_config "$(config_hash)")
   prune_other_tags "${node_image%%:*}" "${node_image##*:}"
 }
 
@@ -85,12 +96,13 @@ ensure_cluster() {
     image="$(docker inspect -f '{{.Config.Image}}' "${node_container}" 2>/dev/null || true)"
     local nodes
     nodes="$("${KIND}" get nodes --name "${KIND_CLUSTER}" 2>/dev/null | wc -l)"
-    if [[ "${state}" == running && "${image}" == "${node_image}" && "${nodes}" -eq $((KIND_WORKERS + 1)) ]] && answers; then
+    if [[ "${state}" == running && "${image}" == "${node_image}" && "${nodes}" -eq $((KIND_WORKERS + 1)) ]] && answers &&
+      [[ "$(kubectl get nodes -l "shelljob.dev/kind-config=$(config_hash)" --no-headers 2>/dev/null | wc -l)" -eq $((KIND_WORKERS + 1)) ]]; then
       log "cluster ${KIND_CLUSTER} exists and answers: keeping it"
       reused=1
       return 0
     fi
-    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}, ${nodes} nodes): recreating it"
+    log "cluster ${KIND_CLUSTER} is ${state} (image ${image:-none}, ${nodes} nodes, or another config): recreating it"
   fi
   create_cluster
 }
