@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"regexp"
 	"strconv"
 	"strings"
@@ -617,4 +618,40 @@ func TestChatHelmUninstallMidJob(t *testing.T) {
 			t.Errorf("pool %s is left after the uninstall (deleting: %v, finalizers %v)", pool.Name, pool.DeletionTimestamp != nil, pool.Finalizers)
 		}
 	}
+}
+
+// TestChatWorkerLimits: a command that fills its worker's memory is killed
+// at the memory limit, and one that fills its spool gets its worker
+// evicted at the spool's sizeLimit. Each job says so in its status, an
+// Event and its final; a job on another worker runs on untouched.
+func TestChatWorkerLimits(t *testing.T) {
+	p := Chats(t)
+	neighbour, _ := runLong(t, p.Group, ".a sleep 30; echo neighbour done")
+	ended := func(t *testing.T, cmd control.Message, timeout time.Duration, reason, says string) {
+		t.Helper()
+		fin := p.Group.Final(cmd, timeout)
+		job := WaitForJobEnd(t, JobOf(t, p.Group, cmd), JobTimeout)
+		c := meta.FindStatusCondition(job.Status.Conditions, shellv1alpha1.ShellJobFinished)
+		if job.Status.Phase != shellv1alpha1.PhaseFailed || c == nil || c.Reason != reason || !strings.Contains(c.Message, says) {
+			t.Errorf("job %s: phase %s, finished %+v; want Failed, %s, %q", job.Name, job.Status.Phase, c, reason, says)
+		}
+		if _, ok := EventTimes(t, reason)[job.Name]; !ok {
+			t.Errorf("job %s has no %s Event", job.Name, reason)
+		}
+		if !strings.Contains(fin.Text, says) {
+			t.Errorf("final %q, want it to say %q", fin.Text, says)
+		}
+	}
+	t.Run("memory", func(t *testing.T) {
+		m := p.Group.Send(".a head -c 1500M /dev/zero | tail -n1 >/dev/null")
+		ended(t, m, 2*time.Minute, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "out of memory")
+	})
+	t.Run("spool", func(t *testing.T) {
+		m := p.Group.Send(`.a dd if=/dev/zero of="$SHELLJOB_OUT/fill" bs=1M count=1500; sleep 600`)
+		ended(t, m, 4*time.Minute, shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, `exceeds the limit`)
+	})
+	if fin := p.Group.Final(neighbour, 2*time.Minute); fin.Text != "neighbour done" {
+		t.Errorf("the neighbour's final %q", fin.Text)
+	}
+	WaitForPoolAvailable(t, "shell")
 }
