@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,6 +42,14 @@ type Options struct {
 	// delivery of the jobs that ended on it. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
+	// AllowedServiceAccounts are the ServiceAccounts, in the worker
+	// namespace, that a pool's workers may run as (spec.serviceAccountName).
+	// A pool that names another gets no workers. Defaults to none: only
+	// pools that name no ServiceAccount, whose workers get no token.
+	AllowedServiceAccounts []string
+	// OperatorServiceAccount is the operator's own ServiceAccount. No
+	// pool's workers run as it, whatever AllowedServiceAccounts says.
+	OperatorServiceAccount types.NamespacedName
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -70,11 +79,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
+	serviceAccounts := ServiceAccountPolicy{Allowed: opts.AllowedServiceAccounts, Operator: opts.OperatorServiceAccount}
 	pools := &ShellPoolReconciler{
 		Client:          mgr.GetClient(),
 		Recorder:        recorder,
 		WorkerNamespace: opts.WorkerNamespace,
 		WorkerImage:     opts.WorkerImage,
+		ServiceAccounts: serviceAccounts,
 		Clock:           opts.Clock,
 		DeliveryGrace:   opts.DeliveryGrace,
 		assumed:         assumed,
@@ -90,6 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Agent:           opts.Agent,
 		Recorder:        recorder,
 		WorkerImage:     opts.WorkerImage,
+		ServiceAccounts: serviceAccounts,
 		StopGrace:       opts.StopGrace,
 		Clock:           opts.Clock,
 		assumed:         assumed,

@@ -78,6 +78,9 @@ type ShellJobReconciler struct {
 	// WorkerImage is the image of pools that name none, which is part of
 	// their revision. Defaults to DefaultWorkerImage.
 	WorkerImage string
+	// ServiceAccounts says which ServiceAccounts workers may run as: the
+	// jobs of a pool that names another wait. Defaults to none.
+	ServiceAccounts ServiceAccountPolicy
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// DefaultStopGrace.
 	StopGrace time.Duration
@@ -222,6 +225,16 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 		msg := fmt.Sprintf("pool %s not found", shelljob.Pool(job))
 		if shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, msg) {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, "Schedule", msg)
+		}
+		return ctrl.Result{}, nil
+	}
+	if why := r.ServiceAccounts.Refusal(pool, workerNamespace(r.WorkerNamespace, pool.Namespace)); why != "" {
+		// The pool's next change brings another pass (the pool watch), as
+		// does the operator's restart with another list.
+		msg := fmt.Sprintf("pool %s: %s", pool.Name, why)
+		reason := shellv1alpha1.ShellJobScheduledReasonServiceAccountNotAllowed
+		if shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, reason, msg) {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Schedule", msg)
 		}
 		return ctrl.Result{}, nil
 	}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,36 @@ func TestRevision(t *testing.T) {
 	}
 	if Revision(base, "other/worker:2") == rev {
 		t.Error("a new default worker image kept the revision")
+	}
+}
+
+func TestServiceAccountPolicy(t *testing.T) {
+	policy := ServiceAccountPolicy{
+		Allowed:  []string{"shell-user", "shelljob-operator"},
+		Operator: types.NamespacedName{Namespace: "shelljob-system", Name: "shelljob-operator"},
+	}
+	cases := map[string]struct {
+		policy   ServiceAccountPolicy
+		sa       string
+		workerNS string
+		want     string
+	}{
+		"none named": {policy: ServiceAccountPolicy{}, workerNS: "shelljob-workers"},
+		"listed":     {policy: policy, sa: "shell-user", workerNS: "shelljob-workers"},
+		"not listed": {policy: policy, sa: "robot", workerNS: "shelljob-workers", want: `ServiceAccount "robot" is not in the operator's --allowed-service-accounts (shell-user, shelljob-operator)`},
+		"empty list": {policy: ServiceAccountPolicy{}, sa: "default", workerNS: "shelljob-workers", want: "--allowed-service-accounts (none)"},
+		"the operator's own, listed": {policy: policy, sa: "shelljob-operator", workerNS: "shelljob-system",
+			want: `ServiceAccount "shelljob-operator" is the operator's own (shelljob-system/shelljob-operator)`},
+		// Another namespace's account of the same name is another account.
+		"the operator's name, elsewhere": {policy: policy, sa: "shelljob-operator", workerNS: "shelljob-workers"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pool := utiltesting.MakeShellPool("p", "shelljob-system").ServiceAccount(tc.sa).Obj()
+			got := tc.policy.Refusal(pool, tc.workerNS)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("Refusal: %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

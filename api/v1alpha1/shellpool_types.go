@@ -144,6 +144,10 @@ const (
 	// ShellPoolAvailableReasonNotReady: some workers of the current revision
 	// are missing or not ready yet.
 	ShellPoolAvailableReasonNotReady = "WorkersNotReady"
+	// ShellPoolAvailableReasonServiceAccountNotAllowed: the pool names a
+	// ServiceAccount that the operator may not give workers, so it makes
+	// none.
+	ShellPoolAvailableReasonServiceAccountNotAllowed = "ServiceAccountNotAllowed"
 )
 
 // ShellPoolStatus counts the pool's workers and jobs.
