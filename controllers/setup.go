@@ -23,6 +23,25 @@ import (
 // RecorderName is the reporting controller of the operator's Events.
 const RecorderName = "shelljob-operator"
 
+// GracefulShutdownTimeout is how long the manager, told to stop, waits for
+// the passes under way (ctrl.Options.GracefulShutdownTimeout). A pass goes
+// on through a shutdown: its agent call (agentCallTimeout) answers, then
+// its status is written (statusWriteTimeout), so that a signal sent is
+// recorded. It is longer than both together, and the chart's
+// terminationGracePeriodSeconds is longer still.
+const GracefulShutdownTimeout = 40 * time.Second
+
+// statusWriteTimeout bounds a pass's status patch, which a shutdown does
+// not cut.
+const statusWriteTimeout = 5 * time.Second
+
+// detached is ctx without its cancellation, bounded by timeout: for the
+// agent calls and the status write of a pass, which a shutdown must not
+// cut in half.
+func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
+}
+
 // Options configure the operator.
 type Options struct {
 	// Agent reaches the worker pods' agents. Required.

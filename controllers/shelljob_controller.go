@@ -57,7 +57,8 @@ const (
 	// the worker's stream has not reported the job yet.
 	factsRecheck = 2 * time.Second
 	// agentCallTimeout bounds a Start or a Signal: a worker that hangs
-	// must not hold a reconcile worker, which other pools need too.
+	// must not hold a reconcile worker, which other pools need too. It is
+	// the longest exec of the operator, and below GracefulShutdownTimeout.
 	agentCallTimeout = 30 * time.Second
 )
 
@@ -122,6 +123,8 @@ type sentSignal struct {
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
 
 // Reconcile moves one job along and patches its status once, at the end.
+// A shutdown does not cut a pass: its agent call answers and its status is
+// written (GracefulShutdownTimeout).
 func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	job := &shellv1alpha1.ShellJob{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
@@ -136,7 +139,9 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	}
 	base := job.DeepCopy()
 	defer func() {
-		err := r.patch(ctx, base, job)
+		writeCtx, cancel := detached(ctx, statusWriteTimeout)
+		defer cancel()
+		err := r.patch(writeCtx, base, job)
 		if err == nil && job.ResourceVersion != base.ResourceVersion {
 			r.writes.wrote(job)
 		}
@@ -372,7 +377,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	}
 	attempts := r.noteStart(job.UID)
 	key := client.ObjectKeyFromObject(pod)
-	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	callCtx, cancel := detached(ctx, agentCallTimeout)
 	defer cancel()
 	resp, err := r.Agent.Start(callCtx, key, agentapi.StartRequest{
 		Job:      string(job.UID),
@@ -514,7 +519,7 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 		}
 		next = nextSignal[last.step.Signal]
 	}
-	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	callCtx, cancel := detached(ctx, agentCallTimeout)
 	defer cancel()
 	resp, err := r.Agent.Signal(callCtx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
 	if errors.Is(err, agentapi.ErrUnknownJob) {

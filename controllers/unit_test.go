@@ -162,3 +162,11 @@ func TestServiceAccountPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownTimeouts: a pass under way when the operator is told to stop
+// has time for its agent call and its status write.
+func TestShutdownTimeouts(t *testing.T) {
+	if longest := agentCallTimeout + statusWriteTimeout; longest >= GracefulShutdownTimeout {
+		t.Errorf("an agent call and a status write take up to %v, not below GracefulShutdownTimeout (%v)", longest, GracefulShutdownTimeout)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/controllers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -373,9 +376,11 @@ func TestOperator(t *testing.T) {
 			}) {
 				t.Errorf("env %+v lacks POD_SERVICE_ACCOUNT from spec.serviceAccountName", c.Env)
 			}
-			// The operator bounds its Start and Signal execs at 30 s.
-			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
-				t.Errorf("terminationGracePeriodSeconds %v, want above 30", g)
+			// The kubelet's SIGKILL must not come before the manager's
+			// graceful shutdown ends, which outlasts the longest exec.
+			shutdown := int64(controllers.GracefulShutdownTimeout / time.Second)
+			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= shutdown {
+				t.Errorf("terminationGracePeriodSeconds %v, want above the operator's GracefulShutdownTimeout, %d s", ptr.Deref(g, 0), shutdown)
 			}
 		})
 	}
