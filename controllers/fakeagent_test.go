@@ -37,6 +37,18 @@ type fakeAgent struct {
 	// calls logs Start and Signal calls, as "start pod job" and
 	// "signal pod job SIG".
 	calls []string
+	// holds keep the answer of the next Signal call of a signal; see
+	// holdSignal.
+	holds map[agentapi.Signal]*signalHold
+}
+
+// signalHold is a Signal call whose answer waits: the signal has taken
+// effect, as in an exec whose reply is slow to come back.
+type signalHold struct {
+	// arrived is closed once the call is held.
+	arrived chan struct{}
+	// release lets the call answer.
+	release chan struct{}
 }
 
 type fakePod struct {
@@ -70,7 +82,18 @@ const (
 )
 
 func newFakeAgent() *fakeAgent {
-	return &fakeAgent{pods: map[types.NamespacedName]*fakePod{}, pgid: 100}
+	return &fakeAgent{pods: map[types.NamespacedName]*fakePod{}, pgid: 100, holds: map[agentapi.Signal]*signalHold{}}
+}
+
+// holdSignal makes the next Signal call of sig wait, once the signal took
+// effect, until the hold is released or the call's context ends, which
+// fails the call as a cut exec would.
+func (a *fakeAgent) holdSignal(sig agentapi.Signal) *signalHold {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := &signalHold{arrived: make(chan struct{}), release: make(chan struct{})}
+	a.holds[sig] = h
+	return h
 }
 
 func (a *fakeAgent) pod(key types.NamespacedName) *fakePod {
@@ -158,7 +181,7 @@ func (a *fakeAgent) exit(pod types.NamespacedName, job string, code int) {
 	a.emit(pod, ev)
 }
 
-func (a *fakeAgent) Signal(_ context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+func (a *fakeAgent) Signal(ctx context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
 	a.mu.Lock()
 	j, ok := a.pod(pod).jobs[job]
 	if !ok {
@@ -173,11 +196,20 @@ func (a *fakeAgent) Signal(_ context.Context, pod types.NamespacedName, job stri
 	code := map[agentapi.Signal]int{agentapi.SIGINT: 130, agentapi.SIGTERM: 143, agentapi.SIGKILL: 137}[sig]
 	ignored := sig == agentapi.SIGINT && strings.Contains(j.req.Command, ignoresINT) ||
 		sig == agentapi.SIGTERM && strings.Contains(j.req.Command, ignoresTERM)
+	hold := a.holds[sig]
+	delete(a.holds, sig)
 	a.mu.Unlock()
-	if ignored {
-		return agentapi.SignalResponse{}, nil
+	if !ignored {
+		go a.exit(pod, job, code)
 	}
-	go a.exit(pod, job, code)
+	if hold != nil {
+		close(hold.arrived)
+		select {
+		case <-hold.release:
+		case <-ctx.Done():
+			return agentapi.SignalResponse{}, fmt.Errorf("signal %s in %s: %w", job, pod, ctx.Err())
+		}
+	}
 	return agentapi.SignalResponse{}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,6 +22,25 @@ import (
 
 // RecorderName is the reporting controller of the operator's Events.
 const RecorderName = "shelljob-operator"
+
+// GracefulShutdownTimeout is how long the manager, told to stop, waits for
+// the passes under way (ctrl.Options.GracefulShutdownTimeout). A pass goes
+// on through a shutdown: its agent call (agentCallTimeout) answers, then
+// its status is written (statusWriteTimeout), so that a signal sent is
+// recorded. It is longer than both together, and the chart's
+// terminationGracePeriodSeconds is longer still.
+const GracefulShutdownTimeout = 40 * time.Second
+
+// statusWriteTimeout bounds a pass's status patch, which a shutdown does
+// not cut.
+const statusWriteTimeout = 5 * time.Second
+
+// detached is ctx without its cancellation, bounded by timeout: for the
+// agent calls and the status write of a pass, which a shutdown must not
+// cut in half.
+func detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
+}
 
 // Options configure the operator.
 type Options struct {
@@ -41,6 +61,14 @@ type Options struct {
 	// delivery of the jobs that ended on it. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
+	// AllowedServiceAccounts are the ServiceAccounts, in the worker
+	// namespace, that a pool's workers may run as (spec.serviceAccountName).
+	// A pool that names another gets no workers. Defaults to none: only
+	// pools that name no ServiceAccount, whose workers get no token.
+	AllowedServiceAccounts []string
+	// OperatorServiceAccount is the operator's own ServiceAccount. No
+	// pool's workers run as it, whatever AllowedServiceAccounts says.
+	OperatorServiceAccount types.NamespacedName
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -70,11 +98,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
+	serviceAccounts := ServiceAccountPolicy{Allowed: opts.AllowedServiceAccounts, Operator: opts.OperatorServiceAccount}
 	pools := &ShellPoolReconciler{
 		Client:          mgr.GetClient(),
 		Recorder:        recorder,
 		WorkerNamespace: opts.WorkerNamespace,
 		WorkerImage:     opts.WorkerImage,
+		ServiceAccounts: serviceAccounts,
 		Clock:           opts.Clock,
 		DeliveryGrace:   opts.DeliveryGrace,
 		assumed:         assumed,
@@ -90,6 +120,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Agent:           opts.Agent,
 		Recorder:        recorder,
 		WorkerImage:     opts.WorkerImage,
+		ServiceAccounts: serviceAccounts,
 		StopGrace:       opts.StopGrace,
 		Clock:           opts.Clock,
 		assumed:         assumed,

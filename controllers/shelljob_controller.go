@@ -59,7 +59,8 @@ const (
 	// the worker's stream has not reported the job yet.
 	factsRecheck = 2 * time.Second
 	// agentCallTimeout bounds a Start or a Signal: a worker that hangs
-	// must not hold a reconcile worker, which other pools need too.
+	// must not hold a reconcile worker, which other pools need too. It is
+	// the longest exec of the operator, and below GracefulShutdownTimeout.
 	agentCallTimeout = 30 * time.Second
 )
 
@@ -80,6 +81,9 @@ type ShellJobReconciler struct {
 	// WorkerImage is the image of pools that name none, which is part of
 	// their revision. Defaults to DefaultWorkerImage.
 	WorkerImage string
+	// ServiceAccounts says which ServiceAccounts workers may run as: the
+	// jobs of a pool that names another wait. Defaults to none.
+	ServiceAccounts ServiceAccountPolicy
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// DefaultStopGrace.
 	StopGrace time.Duration
@@ -121,6 +125,8 @@ type sentSignal struct {
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
 
 // Reconcile moves one job along and patches its status once, at the end.
+// A shutdown does not cut a pass: its agent call answers and its status is
+// written (GracefulShutdownTimeout).
 func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	job := &shellv1alpha1.ShellJob{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
@@ -135,7 +141,9 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	}
 	base := job.DeepCopy()
 	defer func() {
-		err := r.patch(ctx, base, job)
+		writeCtx, cancel := detached(ctx, statusWriteTimeout)
+		defer cancel()
+		err := r.patch(writeCtx, base, job)
 		if err == nil && job.ResourceVersion != base.ResourceVersion {
 			r.writes.wrote(job)
 		}
@@ -224,6 +232,16 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 		msg := fmt.Sprintf("pool %s not found", shelljob.Pool(job))
 		if shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, msg) {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, shellv1alpha1.ShellJobScheduledReasonPoolNotFound, "Schedule", msg)
+		}
+		return ctrl.Result{}, nil
+	}
+	if why := r.ServiceAccounts.Refusal(pool, workerNamespace(r.WorkerNamespace, pool.Namespace)); why != "" {
+		// The pool's next change brings another pass (the pool watch), as
+		// does the operator's restart with another list.
+		msg := fmt.Sprintf("pool %s: %s", pool.Name, why)
+		reason := shellv1alpha1.ShellJobScheduledReasonServiceAccountNotAllowed
+		if shelljob.SetScheduledCondition(job, now, metav1.ConditionFalse, reason, msg) {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, reason, "Schedule", msg)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -361,7 +379,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	}
 	attempts := r.noteStart(job.UID)
 	key := client.ObjectKeyFromObject(pod)
-	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	callCtx, cancel := detached(ctx, agentCallTimeout)
 	defer cancel()
 	resp, err := r.Agent.Start(callCtx, key, agentapi.StartRequest{
 		Job:      string(job.UID),
@@ -505,7 +523,7 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 		}
 		next = nextSignal[last.step.Signal]
 	}
-	callCtx, cancel := context.WithTimeout(ctx, agentCallTimeout)
+	callCtx, cancel := detached(ctx, agentCallTimeout)
 	defer cancel()
 	resp, err := r.Agent.Signal(callCtx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
 	if errors.Is(err, agentapi.ErrUnknownJob) {

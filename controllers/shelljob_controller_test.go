@@ -462,6 +462,118 @@ func TestOperatorRestart(t *testing.T) {
 	}
 }
 
+// TestShutdownMidStop: an operator told to stop while it signals a job
+// lets that call answer and records it before it goes, and the next
+// operator ends the job: the stop is neither lost nor half recorded.
+func TestShutdownMidStop(t *testing.T) {
+	cases := map[string]struct {
+		command     string
+		held        agentapi.Signal
+		wantSignals []shellv1alpha1.Signal
+		wantExit    int32
+	}{
+		"during SIGINT": {
+			command: "sleep 100", held: agentapi.SIGINT,
+			wantSignals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT}, wantExit: 130,
+		},
+		"during SIGTERM": {
+			command: "trap '' INT; sleep 100", held: agentapi.SIGTERM,
+			wantSignals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}, wantExit: 143,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := namespace(t)
+			agent := newFakeAgent()
+			// The default grace: the next operator hears the exit from the
+			// agent's replay well before a further signal is due.
+			opts := Options{Agent: agent, StopGrace: DefaultStopGrace}
+			op := startOperatorWith(t, ns, opts)
+			readyPool(t, ns, "shell", 1)
+			createJob(t, utiltesting.MakeShellJob("job", ns).Command(tc.command))
+			waitPhase(t, ns, "job", shellv1alpha1.PhaseRunning)
+
+			hold := agent.holdSignal(tc.held)
+			stopJob(t, ns, "job", "")
+			select {
+			case <-hold.arrived:
+			case <-time.After(waitShort):
+				t.Fatalf("no %s sent", tc.held)
+			}
+			// SIGTERM to the operator, its call under way.
+			stopped := make(chan struct{})
+			go func() {
+				op.stop()
+				close(stopped)
+			}()
+			time.Sleep(200 * time.Millisecond)
+			close(hold.release)
+			select {
+			case <-stopped:
+			case <-time.After(GracefulShutdownTimeout):
+				t.Fatal("the operator did not stop")
+			}
+			j := getJob(t, ns, "job")
+			checkWholeStatus(t, j)
+			if j.Status.Phase != shellv1alpha1.PhaseStopping && j.Status.Phase != shellv1alpha1.PhaseStopped {
+				t.Errorf("phase %s left by the stopped operator, want Stopping", j.Status.Phase)
+			}
+			if diff := cmp.Diff(tc.wantSignals, signalsOf(j)); diff != "" || j.Status.StopReason != shellv1alpha1.StopReasonUser {
+				t.Errorf("the stopped operator recorded stop reason %q and signals (-want +got):\n%s", j.Status.StopReason, diff)
+			}
+
+			startOperatorWith(t, ns, opts)
+			j = waitPhase(t, ns, "job", shellv1alpha1.PhaseStopped)
+			checkWholeStatus(t, j)
+			if c := finished(j); c == nil || c.Reason != shellv1alpha1.ShellJobFinishedReasonStopped || j.Status.StopReason != shellv1alpha1.StopReasonUser {
+				t.Errorf("Finished %+v, stop reason %q: want Stopped by the user", c, j.Status.StopReason)
+			}
+			if ptr.Deref(j.Status.ExitCode, -1) != tc.wantExit {
+				t.Errorf("exit %v, want %d", j.Status.ExitCode, tc.wantExit)
+			}
+			if diff := cmp.Diff(tc.wantSignals, signalsOf(j)); diff != "" {
+				t.Errorf("signals (-want +got):\n%s", diff)
+			}
+			signals := 0
+			for _, call := range agent.callLog() {
+				if strings.HasPrefix(call, "signal ") {
+					signals++
+				}
+			}
+			if signals != len(tc.wantSignals) {
+				t.Errorf("%d signal calls, want %d: %v", signals, len(tc.wantSignals), agent.callLog())
+			}
+		})
+	}
+}
+
+// checkWholeStatus fails t if the job's status is half written: an ended
+// job has its completion time and a True Finished condition, a running or
+// stopping one neither, and a stopping one its stop reason and signals.
+func checkWholeStatus(t *testing.T, j *shellv1alpha1.ShellJob) {
+	t.Helper()
+	s := j.Status
+	ended := s.Phase == shellv1alpha1.PhaseSucceeded || s.Phase == shellv1alpha1.PhaseFailed || s.Phase == shellv1alpha1.PhaseStopped
+	c := finished(j)
+	switch {
+	case ended && (s.CompletionTime == nil || c == nil || c.Status != metav1.ConditionTrue):
+		t.Errorf("phase %s without its completion time (%v) or Finished condition (%+v)", s.Phase, s.CompletionTime, c)
+	case !ended && (s.CompletionTime != nil || c != nil):
+		t.Errorf("phase %s with completion time %v and Finished condition %+v", s.Phase, s.CompletionTime, c)
+	case s.Phase == shellv1alpha1.PhaseStopping && (s.StopReason == "" || len(s.StopSteps) == 0):
+		t.Errorf("Stopping with stop reason %q and steps %+v", s.StopReason, s.StopSteps)
+	}
+}
+
+// signalsOf lists the signals the job's status records.
+func signalsOf(j *shellv1alpha1.ShellJob) []shellv1alpha1.Signal {
+	var out []shellv1alpha1.Signal
+	for _, s := range j.Status.StopSteps {
+		out = append(out, s.Signal)
+	}
+	return out
+}
+
 func TestTimeouts(t *testing.T) {
 	ns := namespace(t)
 	startOperator(t, ns, newFakeAgent())

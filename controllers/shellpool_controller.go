@@ -51,6 +51,11 @@ type ShellPoolReconciler struct {
 	// WorkerImage is the image of pools that name none. Defaults to
 	// DefaultWorkerImage.
 	WorkerImage string
+	// ServiceAccounts says which ServiceAccounts workers may run as. A
+	// pool that names another gets no workers, and its workers of the
+	// current revision are retired as those of an old one. Defaults to
+	// none.
+	ServiceAccounts ServiceAccountPolicy
 	// Clock stamps conditions. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// DeliveryGrace bounds how long a retired worker waits for the
@@ -115,10 +120,11 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	log := ctrl.LoggerFrom(ctx)
 	rev := Revision(pool, r.WorkerImage)
 	key := client.ObjectKeyFromObject(pool)
+	workerNS := workerNamespace(r.WorkerNamespace, pool.Namespace)
+	refusal := r.ServiceAccounts.Refusal(pool, workerNS)
 
 	var podList corev1.PodList
-	if err := r.Client.List(ctx, &podList, client.InNamespace(workerNamespace(r.WorkerNamespace, pool.Namespace)),
-		workerLabels(pool)); err != nil {
+	if err := r.Client.List(ctx, &podList, client.InNamespace(workerNS), workerLabels(pool)); err != nil {
 		return ctrl.Result{}, err
 	}
 	pods := podList.Items
@@ -152,7 +158,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	for i := range pods {
 		pod := &pods[i]
 		index, revision := workerIndex(pod), pod.Labels[shellv1alpha1.LabelRevision]
-		isCurrent := revision == rev && index >= 0 && index < pool.Spec.Replicas && ownedBy(pod, pool)
+		isCurrent := refusal == "" && revision == rev && index >= 0 && index < pool.Spec.Replicas && ownedBy(pod, pool)
 		switch {
 		case pod.DeletionTimestamp != nil:
 			// Going; its name is free again once it is gone.
@@ -187,10 +193,10 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		o.RunningJobs += load[pod.Name]
 	}
 	for i := range pool.Spec.Replicas {
-		if _, ok := current[i]; ok {
+		if _, ok := current[i]; ok || refusal != "" {
 			continue
 		}
-		pod := workerPod(pool, workerNamespace(r.WorkerNamespace, pool.Namespace), rev, i, r.WorkerImage)
+		pod := workerPod(pool, workerNS, rev, i, r.WorkerImage)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				errs = append(errs, fmt.Errorf("create worker %s: %w", pod.Name, err))
@@ -212,7 +218,9 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 			"New revision %s replaces %s: queued jobs go to the new workers, old workers go once their jobs end", rev, old)
 	}
 
-	r.setStatus(pool, rev, current, load, queued, oldRevs)
+	if r.setStatus(pool, rev, current, load, queued, oldRevs, refusal) && refusal != "" {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, shellv1alpha1.ShellPoolAvailableReasonServiceAccountNotAllowed, "Scale", refusal)
+	}
 	if r.streams != nil {
 		r.streams.Kick()
 	}
@@ -250,8 +258,10 @@ func (r *ShellPoolReconciler) undelivered(jobs []shellv1alpha1.ShellJob) (map[st
 	return out, recheck
 }
 
+// setStatus writes the pool's status; refusal, if any, is why it gets no
+// workers. It reports whether the Available condition changed.
 func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev string, current map[int32]*corev1.Pod,
-	load map[string]int32, queued int32, oldRevs map[string]*shellv1alpha1.OldRevision) {
+	load map[string]int32, queued int32, oldRevs map[string]*shellv1alpha1.OldRevision, refusal string) bool {
 	s := &pool.Status
 	s.ObservedGeneration = pool.Generation
 	s.Revision = rev
@@ -276,11 +286,15 @@ func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev strin
 		s.OldRevisions = append(s.OldRevisions, *o)
 	}
 	slices.SortFunc(s.OldRevisions, func(a, b shellv1alpha1.OldRevision) int { return cmp.Compare(a.Revision, b.Revision) })
-	if s.ReadyReplicas >= pool.Spec.Replicas {
-		shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionTrue, shellv1alpha1.ShellPoolAvailableReasonAllReady,
+	switch {
+	case refusal != "":
+		return shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse,
+			shellv1alpha1.ShellPoolAvailableReasonServiceAccountNotAllowed, refusal)
+	case s.ReadyReplicas >= pool.Spec.Replicas:
+		return shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionTrue, shellv1alpha1.ShellPoolAvailableReasonAllReady,
 			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
-	} else {
-		shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse, shellv1alpha1.ShellPoolAvailableReasonNotReady,
+	default:
+		return shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse, shellv1alpha1.ShellPoolAvailableReasonNotReady,
 			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
 	}
 }

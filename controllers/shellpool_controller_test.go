@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,9 +117,8 @@ func TestPoolWorkers(t *testing.T) {
 func TestPoolServiceAccountAndTemplate(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	startOperator(t, ns, newFakeAgent())
-	pool := utiltesting.MakeShellPool("plugin", ns).Replicas(1).Image("example/worker:1").Obj()
-	pool.Spec.ServiceAccountName = "shell-user"
+	startOperatorWith(t, ns, Options{Agent: newFakeAgent(), StopGrace: testStopGrace, AllowedServiceAccounts: []string{"shell-user"}})
+	pool := utiltesting.MakeShellPool("plugin", ns).Replicas(1).Image("example/worker:1").ServiceAccount("shell-user").Obj()
 	pool.Spec.Template.Labels = map[string]string{"team": "ops", shellv1alpha1.LabelPool: "spoofed"}
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -134,6 +135,83 @@ func TestPoolServiceAccountAndTemplate(t *testing.T) {
 	if spec.Containers[0].Image != "example/worker:1" {
 		t.Errorf("image %s", spec.Containers[0].Image)
 	}
+}
+
+// TestPoolServiceAccountNotAllowed: a pool that names a ServiceAccount
+// outside the operator's allow-list, or the operator's own, gets no
+// workers, a condition and a Warning Event that say why, and its jobs
+// wait; an allowed ServiceAccount brings the workers, and an operator
+// restarted with a shorter list retires them.
+func TestPoolServiceAccountNotAllowed(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	agent := newFakeAgent()
+	self := types.NamespacedName{Namespace: ns, Name: "shelljob-operator"}
+	opts := Options{Agent: agent, StopGrace: testStopGrace,
+		AllowedServiceAccounts: []string{"shell-user", self.Name}, OperatorServiceAccount: self}
+	op := startOperatorWith(t, ns, opts)
+
+	refused := func(name, wantMsg string) {
+		t.Helper()
+		var c *metav1.Condition
+		eventually(t, waitShort, "pool "+name+" refused", func() (bool, string) {
+			c = meta.FindStatusCondition(getPool(t, ns, name).Status.Conditions, shellv1alpha1.ShellPoolAvailable)
+			return c != nil && c.Reason == shellv1alpha1.ShellPoolAvailableReasonServiceAccountNotAllowed, fmt.Sprintf("%+v", c)
+		})
+		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, wantMsg) {
+			t.Errorf("pool %s: Available %s, message %q; want False and a message containing %q", name, c.Status, c.Message, wantMsg)
+		}
+		waitEvents(t, ns, name, shellv1alpha1.ShellPoolAvailableReasonServiceAccountNotAllowed)
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{shellv1alpha1.LabelPool: name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 0 {
+			t.Errorf("pool %s has %d worker(s), want none", name, len(pods.Items))
+		}
+	}
+
+	robot := utiltesting.MakeShellPool("robot", ns).Replicas(1).ServiceAccount("robot").Obj()
+	if err := env.Client.Create(ctx, robot); err != nil {
+		t.Fatal(err)
+	}
+	refused("robot", `ServiceAccount "robot" is not in the operator's --allowed-service-accounts (shell-user, shelljob-operator)`)
+	createJob(t, utiltesting.MakeShellJob("waits", ns).Pool("robot").Command("echo hi"))
+	eventually(t, waitShort, "job waits for the pool's ServiceAccount", func() (bool, string) {
+		c := meta.FindStatusCondition(getJob(t, ns, "waits").Status.Conditions, shellv1alpha1.ShellJobScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == shellv1alpha1.ShellJobScheduledReasonServiceAccountNotAllowed &&
+			strings.Contains(c.Message, `"robot"`), fmt.Sprintf("%+v", c)
+	})
+
+	selfPool := utiltesting.MakeShellPool("self", ns).Replicas(1).ServiceAccount(self.Name).Obj()
+	if err := env.Client.Create(ctx, selfPool); err != nil {
+		t.Fatal(err)
+	}
+	refused("self", fmt.Sprintf(`ServiceAccount "shelljob-operator" is the operator's own (%s)`, self))
+
+	// An allowed ServiceAccount: the workers come, and the job runs.
+	robot = getPool(t, ns, "robot")
+	robot.Spec.ServiceAccountName = "shell-user"
+	if err := env.Client.Update(ctx, robot); err != nil {
+		t.Fatal(err)
+	}
+	markWorkersReady(t, ns, "robot", 1)
+	waitPhase(t, ns, "waits", shellv1alpha1.PhaseSucceeded)
+
+	// The list is the operator's: one restarted without shell-user
+	// retires the pool's idle worker and makes no other.
+	deliver(t, ns, "waits")
+	op.stop()
+	opts.AllowedServiceAccounts = nil
+	startOperatorWith(t, ns, opts)
+	eventually(t, waitShort, "the worker retired", func() (bool, string) {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{shellv1alpha1.LabelPool: "robot"}); err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
+	})
+	refused("robot", `ServiceAccount "shell-user" is not in the operator's --allowed-service-accounts (none)`)
 }
 
 // TestPoolRestart: a new revision brings new workers at once; the old

@@ -78,6 +78,8 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// As the operator's main.
+		GracefulShutdownTimeout: ptr.To(GracefulShutdownTimeout),
 	})
 	if err != nil {
 		t.Fatalf("new manager: %v", err)

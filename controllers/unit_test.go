@@ -2,19 +2,19 @@ package controllers
 
 import (
 	"context"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -212,5 +212,44 @@ func TestWorkerEnd(t *testing.T) {
 	}
 	if reason, why, _ := workerEnd(nil); reason != shellv1alpha1.ShellJobFinishedReasonWorkerLost || why != "was deleted" {
 		t.Errorf("no pod: %q %q", reason, why)
+	}
+}
+
+func TestServiceAccountPolicy(t *testing.T) {
+	policy := ServiceAccountPolicy{
+		Allowed:  []string{"shell-user", "shelljob-operator"},
+		Operator: types.NamespacedName{Namespace: "shelljob-system", Name: "shelljob-operator"},
+	}
+	cases := map[string]struct {
+		policy   ServiceAccountPolicy
+		sa       string
+		workerNS string
+		want     string
+	}{
+		"none named": {policy: ServiceAccountPolicy{}, workerNS: "shelljob-workers"},
+		"listed":     {policy: policy, sa: "shell-user", workerNS: "shelljob-workers"},
+		"not listed": {policy: policy, sa: "robot", workerNS: "shelljob-workers", want: `ServiceAccount "robot" is not in the operator's --allowed-service-accounts (shell-user, shelljob-operator)`},
+		"empty list": {policy: ServiceAccountPolicy{}, sa: "default", workerNS: "shelljob-workers", want: "--allowed-service-accounts (none)"},
+		"the operator's own, listed": {policy: policy, sa: "shelljob-operator", workerNS: "shelljob-system",
+			want: `ServiceAccount "shelljob-operator" is the operator's own (shelljob-system/shelljob-operator)`},
+		// Another namespace's account of the same name is another account.
+		"the operator's name, elsewhere": {policy: policy, sa: "shelljob-operator", workerNS: "shelljob-workers"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pool := utiltesting.MakeShellPool("p", "shelljob-system").ServiceAccount(tc.sa).Obj()
+			got := tc.policy.Refusal(pool, tc.workerNS)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("Refusal: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestShutdownTimeouts: a pass under way when the operator is told to stop
+// has time for its agent call and its status write.
+func TestShutdownTimeouts(t *testing.T) {
+	if longest := agentCallTimeout + statusWriteTimeout; longest >= GracefulShutdownTimeout {
+		t.Errorf("an agent call and a status write take up to %v, not below GracefulShutdownTimeout (%v)", longest, GracefulShutdownTimeout)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -202,6 +204,114 @@ func TestShellPoolValidation(t *testing.T) {
 			checkErr(t, env.Client.Create(ctx, tc.pool), tc.wantErr)
 		})
 	}
+}
+
+// TestShellPoolFieldValidation: a pool's image, shell and ServiceAccount
+// are refused with a message that names the field and says what it takes.
+func TestShellPoolFieldValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	digest := "@sha256:" + strings.Repeat("0123456789abcdef", 4)
+	cases := map[string]struct {
+		pool    client.Object
+		wantErr string
+	}{
+		"image with registry, port, tag and digest": {
+			pool: utiltesting.MakeShellPool("full-image", ns).Image("registry.example.com:5000/team/worker:1.2" + digest).Obj(),
+		},
+		"image by name only": {
+			pool: utiltesting.MakeShellPool("short-image", ns).Image("worker").Obj(),
+		},
+		"empty image": {
+			pool:    withSpecField(t, utiltesting.MakeShellPool("empty-image", ns).Obj(), "image", ""),
+			wantErr: "image must not be empty",
+		},
+		"image with a space": {
+			pool:    utiltesting.MakeShellPool("space-image", ns).Image("shelljob/worker :0.1.0").Obj(),
+			wantErr: "image must not contain whitespace",
+		},
+		"image with a newline": {
+			pool:    utiltesting.MakeShellPool("newline-image", ns).Image("shelljob/worker:0.1.0\n").Obj(),
+			wantErr: "image must not contain whitespace",
+		},
+		"image with an upper-case path": {
+			pool:    utiltesting.MakeShellPool("upper-image", ns).Image("shelljob/Worker:0.1.0").Obj(),
+			wantErr: "image must be an image reference",
+		},
+		"image as a URL": {
+			pool:    utiltesting.MakeShellPool("url-image", ns).Image("https://example.com/worker").Obj(),
+			wantErr: "image must be an image reference",
+		},
+		"image with an empty tag": {
+			pool:    utiltesting.MakeShellPool("tag-image", ns).Image("shelljob/worker:").Obj(),
+			wantErr: "image must be an image reference",
+		},
+		"image too long": {
+			pool:    utiltesting.MakeShellPool("long-image", ns).Image(strings.Repeat("a", 513)).Obj(),
+			wantErr: "spec.image: Too long",
+		},
+		"shell by name": {
+			pool: utiltesting.MakeShellPool("shell-name", ns).Shell("bash").Obj(),
+		},
+		"shell by absolute path": {
+			pool: utiltesting.MakeShellPool("shell-path", ns).Shell("/usr/bin/zsh").Obj(),
+		},
+		"relative shell path": {
+			pool:    utiltesting.MakeShellPool("shell-relative", ns).Shell("bin/zsh").Obj(),
+			wantErr: "shell must be an absolute path",
+		},
+		"shell with arguments": {
+			pool:    utiltesting.MakeShellPool("shell-args", ns).Shell("/bin/zsh -x").Obj(),
+			wantErr: "shell must not contain whitespace",
+		},
+		"shell with a NUL": {
+			pool:    utiltesting.MakeShellPool("shell-nul", ns).Shell("/bin/zsh\x00").Obj(),
+			wantErr: "shell must be an absolute path",
+		},
+		"shell too long": {
+			pool:    utiltesting.MakeShellPool("shell-long", ns).Shell("/" + strings.Repeat("a", 1024)).Obj(),
+			wantErr: "spec.shell: Too long",
+		},
+		"service account": {
+			pool: utiltesting.MakeShellPool("sa", ns).ServiceAccount("shell-user").Obj(),
+		},
+		"service account with dots": {
+			pool: utiltesting.MakeShellPool("sa-dots", ns).ServiceAccount("ci.runner-2").Obj(),
+		},
+		"service account not a DNS subdomain": {
+			pool:    utiltesting.MakeShellPool("sa-upper", ns).ServiceAccount("Shell_User").Obj(),
+			wantErr: "serviceAccountName must be a DNS-1123 subdomain",
+		},
+		"service account with a path": {
+			pool:    utiltesting.MakeShellPool("sa-path", ns).ServiceAccount("kube-system/default").Obj(),
+			wantErr: "serviceAccountName must be a DNS-1123 subdomain",
+		},
+		"service account too long": {
+			pool:    utiltesting.MakeShellPool("sa-long", ns).ServiceAccount(strings.Repeat("a", 254)).Obj(),
+			wantErr: "spec.serviceAccountName: Too long",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkErr(t, env.Client.Create(ctx, tc.pool), tc.wantErr)
+		})
+	}
+}
+
+// withSpecField is pool with spec.field set to value even where the Go
+// type would leave it out (an empty string under omitempty).
+func withSpecField(t *testing.T, pool *shellv1alpha1.ShellPool, field string, value any) client.Object {
+	t.Helper()
+	pool.SetGroupVersionKind(shellv1alpha1.GroupVersion.WithKind("ShellPool"))
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if err := unstructured.SetNestedField(u.Object, value, "spec", field); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // TestStatusSubresource checks that spec and status have separate writers:

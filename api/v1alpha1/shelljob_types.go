@@ -239,6 +239,10 @@ const (
 	// ShellJobScheduledReasonWorkerLost: the assigned worker went away
 	// before the command started, and the job went back to the queue.
 	ShellJobScheduledReasonWorkerLost = "WorkerLost"
+	// ShellJobScheduledReasonServiceAccountNotAllowed: the pool names a
+	// ServiceAccount that the operator may not give workers, so the job
+	// waits until the pool or the operator's configuration changes.
+	ShellJobScheduledReasonServiceAccountNotAllowed = "ServiceAccountNotAllowed"
 )
 
 // ShellJobStatus holds small facts about a job. Its output is never stored

@@ -64,8 +64,14 @@ type ShellPoolSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	StatefulWorker int32 `json:"statefulWorker"`
 
-	// Image is the worker image. Defaults to the operator's worker image.
+	// Image is the worker image, an image reference such as
+	// registry.example.com/shelljob/worker:0.1.0. Defaults to the
+	// operator's worker image.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self != ''",message="image must not be empty: leave it out for the operator's worker image"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]]')",message="image must not contain whitespace"
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('[[:space:]]') || self.matches('^([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]+)?/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@[a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,})?$')",message="image must be an image reference such as registry.example.com/shelljob/worker:0.1.0: a lower-case path, an optional :tag and an optional @digest"
 	Image string `json:"image,omitempty"`
 
 	// ImagePullPolicy of the worker image. Defaults to IfNotPresent.
@@ -86,17 +92,26 @@ type ShellPoolSpec struct {
 
 	// ServiceAccountName is the ServiceAccount whose token the commands get,
 	// for their own use of the Kubernetes API. Unset, workers get no token.
+	// The operator makes workers only with a ServiceAccount of its
+	// --allowed-service-accounts, and never with its own.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="serviceAccountName must be a DNS-1123 subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// Template overlays the worker pods.
 	// +optional
 	Template ShellPoolPodOverlay `json:"template,omitempty"`
 
-	// Shell runs the commands. Defaults to zsh.
+	// Shell runs the commands, as `SHELL -c COMMAND`: an absolute path, or
+	// a program name that the agent looks up in the worker's PATH.
+	// Defaults to zsh.
 	// +optional
 	// +kubebuilder:default=zsh
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[[:space:]]')",message="shell must not contain whitespace: it names one program, not a command line"
+	// +kubebuilder:validation:XValidation:rule="self.matches('[[:space:]]') || self.matches('^(/[^[:cntrl:]]*|[a-zA-Z0-9._+-]+)$')",message="shell must be an absolute path, such as /bin/zsh, or a program name on the worker's PATH, such as zsh"
 	Shell string `json:"shell,omitempty"`
 
 	// RestartedAt, when changed, makes a new revision, as
@@ -129,6 +144,10 @@ const (
 	// ShellPoolAvailableReasonNotReady: some workers of the current revision
 	// are missing or not ready yet.
 	ShellPoolAvailableReasonNotReady = "WorkersNotReady"
+	// ShellPoolAvailableReasonServiceAccountNotAllowed: the pool names a
+	// ServiceAccount that the operator may not give workers, so it makes
+	// none.
+	ShellPoolAvailableReasonServiceAccountNotAllowed = "ServiceAccountNotAllowed"
 )
 
 // ShellPoolStatus counts the pool's workers and jobs.

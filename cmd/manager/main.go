@@ -7,13 +7,18 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -38,6 +43,7 @@ func run() int {
 		leaderElect            bool
 		namespace, workerNS    string
 		workerImage            string
+		allowedSAs, selfSA     string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -49,6 +55,12 @@ func run() int {
 	flag.StringVar(&workerNS, "worker-namespace", "",
 		"The namespace where worker pods are created, watched and exec'd. Defaults to --namespace.")
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage, "The worker image of pools that name none.")
+	flag.StringVar(&allowedSAs, "allowed-service-accounts", "",
+		"Comma-separated ServiceAccounts, in the worker namespace, that pools may name (spec.serviceAccountName); "+
+			"a pool that names another gets no workers. Empty: none, so only pools that name none, whose workers get no token.")
+	flag.StringVar(&selfSA, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
+		"The operator's own ServiceAccount, in $POD_NAMESPACE (else --namespace): no pool's workers run as it, "+
+			"whatever --allowed-service-accounts says. Defaults to $POD_SERVICE_ACCOUNT.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -71,6 +83,12 @@ func run() int {
 	if workerNS == "" {
 		workerNS = namespace
 	}
+	allowed, err := parseServiceAccounts(allowedSAs)
+	if err != nil {
+		log.Error(err, "Parse --allowed-service-accounts")
+		return 1
+	}
+	self := types.NamespacedName{Namespace: cmp.Or(os.Getenv("POD_NAMESPACE"), namespace), Name: selfSA}
 	metrics := metricsserver.Options{
 		BindAddress:   metricsAddr,
 		SecureServing: metricsSecure,
@@ -90,6 +108,7 @@ func run() int {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(controllers.GracefulShutdownTimeout),
 		Cache:                         controllers.CacheOptions(namespace, workerNS),
 	})
 	if err != nil {
@@ -102,7 +121,14 @@ func run() int {
 		return 1
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{Agent: agent, WorkerNamespace: workerNS, WorkerImage: workerImage}); err != nil {
+	opts := controllers.Options{
+		Agent:                  agent,
+		WorkerNamespace:        workerNS,
+		WorkerImage:            workerImage,
+		AllowedServiceAccounts: allowed,
+		OperatorServiceAccount: self,
+	}
+	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
 		return 1
 	}
@@ -115,12 +141,29 @@ func run() int {
 		return 1
 	}
 	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
-		"version", fmt.Sprint(shellv1alpha1.GroupVersion))
+		"allowedServiceAccounts", allowed, "serviceAccount", self, "version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")
 		return 1
 	}
 	return 0
+}
+
+// parseServiceAccounts splits a comma-separated list of ServiceAccount
+// names, each a DNS-1123 subdomain.
+func parseServiceAccounts(list string) ([]string, error) {
+	var out []string
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return nil, fmt.Errorf("ServiceAccount %q: %s", name, strings.Join(errs, "; "))
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // defaultNamespace is $WATCH_NAMESPACE, else $POD_NAMESPACE.

@@ -106,3 +106,15 @@ func (w *ShellPoolWrapper) Image(img string) *ShellPoolWrapper {
 	w.Spec.Image = img
 	return w
 }
+
+// Shell sets the shell that runs the commands.
+func (w *ShellPoolWrapper) Shell(shell string) *ShellPoolWrapper {
+	w.Spec.Shell = shell
+	return w
+}
+
+// ServiceAccount sets the ServiceAccount of the workers.
+func (w *ShellPoolWrapper) ServiceAccount(name string) *ShellPoolWrapper {
+	w.Spec.ServiceAccountName = name
+	return w
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/controllers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -44,12 +47,16 @@ type valueSet struct {
 	set   []string
 	// workers is the workers namespace these values give.
 	workers string
-	bot     bool
+	// serviceAccounts is the operator's --allowed-service-accounts, ""
+	// for none.
+	serviceAccounts string
+	bot             bool
 }
 
 var valueSets = []valueSet{
 	{name: "default", workers: namespace + "-workers", bot: true},
-	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers", bot: true},
+	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers",
+		serviceAccounts: "builder,ci.runner", bot: true},
 	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes"},
 }
 
@@ -342,20 +349,38 @@ func deployment(t *testing.T, objs []runtime.Object, name string) *appsv1.Deploy
 	return nil
 }
 
-// TestOperator: the operator's flags and its grace period.
+// TestOperator: the operator's flags, its own ServiceAccount and its grace
+// period.
 func TestOperator(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
 			d := deployment(t, objects(t, vs.render(t)), "shelljob-operator")
-			args := d.Spec.Template.Spec.Containers[0].Args
+			c := d.Spec.Template.Spec.Containers[0]
+			args := c.Args
 			for _, want := range []string{"--namespace=" + namespace, "--worker-namespace=" + vs.workers, "--leader-elect", "--health-probe-bind-address=:8081"} {
 				if !slices.Contains(args, want) {
 					t.Errorf("args %q lack %s", args, want)
 				}
 			}
-			// The operator bounds its Start and Signal execs at 30 s.
-			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
-				t.Errorf("terminationGracePeriodSeconds %v, want above 30", g)
+			i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--allowed-service-accounts=") })
+			switch {
+			case vs.serviceAccounts == "" && i >= 0:
+				t.Errorf("args %q allow ServiceAccounts, want none allowed", args)
+			case vs.serviceAccounts != "" && (i < 0 || args[i] != "--allowed-service-accounts="+vs.serviceAccounts):
+				t.Errorf("args %q, want --allowed-service-accounts=%s", args, vs.serviceAccounts)
+			}
+			// The operator knows its own ServiceAccount, so that no pool gets it.
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+				return e.Name == "POD_SERVICE_ACCOUNT" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+					e.ValueFrom.FieldRef.FieldPath == "spec.serviceAccountName"
+			}) {
+				t.Errorf("env %+v lacks POD_SERVICE_ACCOUNT from spec.serviceAccountName", c.Env)
+			}
+			// The kubelet's SIGKILL must not come before the manager's
+			// graceful shutdown ends, which outlasts the longest exec.
+			shutdown := int64(controllers.GracefulShutdownTimeout / time.Second)
+			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= shutdown {
+				t.Errorf("terminationGracePeriodSeconds %v, want above the operator's GracefulShutdownTimeout, %d s", ptr.Deref(g, 0), shutdown)
 			}
 		})
 	}
@@ -506,6 +531,8 @@ func TestSchema(t *testing.T) {
 		"workers.networkPolicy.egress=some",
 		"images.bot.pullPolicy=Sometimes",
 		"operator.terminationGracePeriodSeconds=10",
+		"workers.allowedServiceAccounts={Robot_1}",
+		"pools.shell.serviceAccountName=kube-system/default",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, "--set", set)
