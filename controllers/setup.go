@@ -50,8 +50,19 @@ type Options struct {
 // job controllers, and the worker events streams, which share the
 // placement assumptions and the agents' reports.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	_, err := setup(ctx, mgr, opts)
+	return err
+}
+
+// reconcilers are what Setup wires, for the tests to look into.
+type reconcilers struct {
+	pools *ShellPoolReconciler
+	jobs  *ShellJobReconciler
+}
+
+func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, error) {
 	if opts.Agent == nil {
-		return errors.New("controllers: Options.Agent is required")
+		return nil, errors.New("controllers: Options.Agent is required")
 	}
 	if opts.WorkerImage == "" {
 		opts.WorkerImage = DefaultWorkerImage
@@ -60,14 +71,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		opts.Clock = clock.RealClock{}
 	}
 	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
+		return nil, err
 	}
 	assumed := newAssumptions()
 	facts := newFactStore()
 	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
 	streams := newWorkerStreams(opts.Agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
 	if err := mgr.Add(streams); err != nil {
-		return err
+		return nil, err
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
 	pools := &ShellPoolReconciler{
@@ -81,7 +92,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		streams:         streams,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	jobs := &ShellJobReconciler{
 		Client:          mgr.GetClient(),
@@ -95,7 +106,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		assumed:         assumed,
 		facts:           facts,
 	}
-	return jobs.SetupWithManager(mgr, reports)
+	if err := jobs.SetupWithManager(mgr, reports); err != nil {
+		return nil, err
+	}
+	return &reconcilers{pools: pools, jobs: jobs}, nil
 }
 
 // CacheOptions is the manager's cache for an operator of the pools and

@@ -99,6 +99,9 @@ type ShellJobReconciler struct {
 	bootTime time.Time
 
 	mu sync.Mutex
+	// uids is the UID of each unfinished job that this process may hold
+	// memory of, by name: a pass that finds its job gone has the name only.
+	uids map[types.NamespacedName]types.UID
 	// starts counts the Start calls made in this process, by job.
 	starts map[types.UID]int
 	// stops holds the signals sent in this process, with their exact
@@ -124,9 +127,11 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.gone(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.track(req.NamespacedName, job.UID)
 	if r.writes.stale(job) {
 		// Our last write's event is on its way and brings the next pass.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -198,7 +203,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	switch {
 	case shelljob.IsFinished(job):
 		// Its end is recorded: what memory holds of it can go.
-		r.forget(job.UID)
+		r.forget(client.ObjectKeyFromObject(job), job.UID)
 		return r.finished(ctx, job, now, false)
 	case shelljob.IsStarted(job):
 		return r.running(ctx, job, now)
@@ -378,7 +383,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 		r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonStartFailed, "Start", err.Error())
 		return r.finished(ctx, job, now, true)
 	}
-	r.facts.started(job.UID, pod.Name, resp)
+	r.facts.started(client.ObjectKeyFromObject(job), job.UID, pod.Name, resp)
 	r.markStarted(job, resp.PGID, resp.StartedAt, now)
 	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Started", "Start", "#%d started on %s as process group %d",
 		job.Status.Number, pod.Name, resp.PGID)
@@ -703,8 +708,44 @@ func steps(sent []sentSignal) []shellv1alpha1.StopStep {
 	return out
 }
 
+// track records the UID of the job of that name. A job of the same name
+// that was deleted and made again before a pass found it gone is
+// forgotten.
+func (r *ShellJobReconciler) track(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	old, ok := r.uids[key]
+	r.uids[key] = uid
+	r.mu.Unlock()
+	if ok && old != uid {
+		r.forgetUID(old)
+	}
+}
+
+// gone drops what this process holds of a job that was deleted, whatever
+// its phase: one deleted past its finalizer never reached its end here.
+func (r *ShellJobReconciler) gone(key types.NamespacedName) {
+	r.mu.Lock()
+	uid, ok := r.uids[key]
+	delete(r.uids, key)
+	r.mu.Unlock()
+	if ok {
+		r.forgetUID(uid)
+	}
+	// Reports of a job that went before any pass saw it.
+	r.facts.forgetJob(key)
+}
+
 // forget drops what this process holds of an ended job.
-func (r *ShellJobReconciler) forget(uid types.UID) {
+func (r *ShellJobReconciler) forget(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	if r.uids[key] == uid {
+		delete(r.uids, key)
+	}
+	r.mu.Unlock()
+	r.forgetUID(uid)
+}
+
+func (r *ShellJobReconciler) forgetUID(uid types.UID) {
 	r.mu.Lock()
 	delete(r.starts, uid)
 	delete(r.stops, uid)
@@ -740,6 +781,7 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	r.numbers = newNumberer(r.APIReader, r.Client, r.Client)
 	r.writes = newWrites()
 	r.bootTime = r.Clock.Now()
+	r.uids = map[types.NamespacedName]types.UID{}
 	r.starts = map[types.UID]int{}
 	r.stops = map[types.UID][]sentSignal{}
 
