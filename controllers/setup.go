@@ -38,9 +38,15 @@ type Options struct {
 	// DefaultStopGrace.
 	StopGrace time.Duration
 	// DeliveryGrace bounds how long a retired worker waits for the
-	// delivery of the jobs that ended on it. Defaults to
+	// delivery of the jobs that ended on it, and how long a finished
+	// Telegram job waits for it before its TTL may delete it. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
+	// JobTTL is how long a finished job that sets no
+	// spec.ttlSecondsAfterFinished stays, counted from its end or from its
+	// delivery (shelljob.Expiry). Defaults to DefaultJobTTL;
+	// KeepFinishedJobs keeps such jobs.
+	JobTTL time.Duration
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -102,6 +108,8 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Recorder:        recorder,
 		WorkerImage:     opts.WorkerImage,
 		StopGrace:       opts.StopGrace,
+		DeliveryGrace:   opts.DeliveryGrace,
+		JobTTL:          opts.JobTTL,
 		Clock:           opts.Clock,
 		assumed:         assumed,
 		facts:           facts,

@@ -38,6 +38,13 @@ const (
 	// reference's ZSH_KILL_GRACE, 2 s, enough for a trap to print its
 	// goodbye and for a well-behaved program to exit on SIGINT.
 	DefaultStopGrace = 2 * time.Second
+	// DefaultJobTTL is how long a finished job that sets no TTL stays: a
+	// day of chat commands, each up to 64 KiB of command text, in etcd and
+	// in every cache of jobs.
+	DefaultJobTTL = 24 * time.Hour
+	// KeepFinishedJobs, as a JobTTL, keeps the finished jobs that set no
+	// TTL.
+	KeepFinishedJobs time.Duration = -1
 	// JobFinalizer is on a job from its placement to its end, so that a
 	// job deleted while it runs is stopped first and its worker freed
 	// only once the command is gone.
@@ -81,6 +88,14 @@ type ShellJobReconciler struct {
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// JobTTL is how long a finished job that sets no
+	// spec.ttlSecondsAfterFinished stays. Defaults to DefaultJobTTL;
+	// KeepFinishedJobs (any negative value) keeps such jobs.
+	JobTTL time.Duration
+	// DeliveryGrace is how long a finished job that its reader still has
+	// to deliver is kept, whatever its TTL. Defaults to
+	// DefaultDeliveryGrace.
+	DeliveryGrace time.Duration
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles bounds the passes that run at once: a pass
@@ -607,19 +622,28 @@ func (r *ShellJobReconciler) workerLost(ctx context.Context, job *shellv1alpha1.
 }
 
 // finished lets an ended job go: it removes the finalizer, and deletes the
-// job once its TTL has run out. A job that ended in this pass is deleted in
-// a later one, once its end is recorded.
+// job once its TTL has run out: spec.ttlSecondsAfterFinished, else JobTTL,
+// counted as shelljob.Expiry says. A job that ended in this pass is deleted
+// in a later one, once its end is recorded.
 func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, justEnded bool) (ctrl.Result, error) {
 	controllerutil.RemoveFinalizer(job, JobFinalizer)
-	ttl := job.Spec.TTLSecondsAfterFinished
-	if ttl == nil || job.Status.CompletionTime == nil || job.DeletionTimestamp != nil {
+	ttl := r.JobTTL
+	if s := job.Spec.TTLSecondsAfterFinished; s != nil {
+		ttl = time.Duration(*s) * time.Second
+	}
+	expiry, ok := shelljob.Expiry(job, ttl, r.DeliveryGrace)
+	if ttl < 0 || !ok || job.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	expiry := job.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 	if justEnded || now.Before(expiry) {
 		return ctrl.Result{RequeueAfter: max(expiry.Sub(now), time.Millisecond)}, nil
 	}
-	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID})
+	// Only the version this pass read: a delivery mark set since moves the
+	// expiry.
+	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID, ResourceVersion: &job.ResourceVersion})
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
@@ -762,6 +786,12 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	}
 	if r.StopGrace == 0 {
 		r.StopGrace = DefaultStopGrace
+	}
+	if r.JobTTL == 0 {
+		r.JobTTL = DefaultJobTTL
+	}
+	if r.DeliveryGrace == 0 {
+		r.DeliveryGrace = DefaultDeliveryGrace
 	}
 	if r.WorkerImage == "" {
 		r.WorkerImage = DefaultWorkerImage

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +39,7 @@ func run() int {
 		leaderElect            bool
 		namespace, workerNS    string
 		workerImage            string
+		jobTTL                 time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -49,6 +51,9 @@ func run() int {
 	flag.StringVar(&workerNS, "worker-namespace", "",
 		"The namespace where worker pods are created, watched and exec'd. Defaults to --namespace.")
 	flag.StringVar(&workerImage, "worker-image", controllers.DefaultWorkerImage, "The worker image of pools that name none.")
+	flag.DurationVar(&jobTTL, "job-ttl", controllers.DefaultJobTTL, fmt.Sprintf(
+		"How long a finished job that sets no spec.ttlSecondsAfterFinished stays, counted from its end, or from its delivery once the bot marked it delivered; "+
+			"a Telegram job is kept until it is delivered or %v after its end. 0 keeps such jobs.", controllers.DefaultDeliveryGrace))
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -70,6 +75,9 @@ func run() int {
 	}
 	if workerNS == "" {
 		workerNS = namespace
+	}
+	if jobTTL <= 0 {
+		jobTTL = controllers.KeepFinishedJobs
 	}
 	metrics := metricsserver.Options{
 		BindAddress:   metricsAddr,
@@ -102,7 +110,9 @@ func run() int {
 		return 1
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, controllers.Options{Agent: agent, WorkerNamespace: workerNS, WorkerImage: workerImage}); err != nil {
+	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		Agent: agent, WorkerNamespace: workerNS, WorkerImage: workerImage, JobTTL: jobTTL,
+	}); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
 		return 1
 	}
@@ -115,7 +125,7 @@ func run() int {
 		return 1
 	}
 	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
-		"version", fmt.Sprint(shellv1alpha1.GroupVersion))
+		"jobTTL", jobTTL, "version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")
 		return 1
