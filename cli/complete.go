@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -46,13 +47,13 @@ func completeJobs(o *Options, unfinished bool) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		var list shellv1alpha1.ShellJobList
-		if err := c.Client.List(cmd.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+		jobs, err := kubeutil.ListShellJobs(cmd.Context(), c.Client, 0, nil, client.InNamespace(c.Namespace))
+		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
 		var out []string
-		for i := range list.Items {
-			j := &list.Items[i]
+		for i := range jobs {
+			j := &jobs[i]
 			if unfinished && shelljob.IsFinished(j) {
 				continue
 			}

@@ -21,6 +21,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -34,14 +35,13 @@ var errCommandTooLong = fmt.Errorf("the command is over 64 KiB (%d bytes), the m
 // getJob finds a job by name, or by number as "N" or "#N".
 func (c *Cluster) getJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJob, error) {
 	if n, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); err == nil {
-		var list shellv1alpha1.ShellJobList
-		if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, func(j *shellv1alpha1.ShellJob) bool { return j.Status.Number == n },
+			client.InNamespace(c.Namespace))
+		if err != nil {
 			return nil, err
 		}
-		for i := range list.Items {
-			if list.Items[i].Status.Number == n {
-				return &list.Items[i], nil
-			}
+		if len(jobs) > 0 {
+			return &jobs[0], nil
 		}
 		return nil, fmt.Errorf("no shelljob #%d in namespace %s", n, c.Namespace)
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -47,15 +48,11 @@ func (l *LsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var list shellv1alpha1.ShellJobList
-	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, func(j *shellv1alpha1.ShellJob) bool {
+		return l.All || !shelljob.IsFinished(j)
+	}, client.InNamespace(c.Namespace))
+	if err != nil {
 		return fmt.Errorf("list shelljobs: %w", err)
-	}
-	jobs := list.Items[:0]
-	for _, j := range list.Items {
-		if l.All || !shelljob.IsFinished(&j) {
-			jobs = append(jobs, j)
-		}
 	}
 	if len(jobs) == 0 {
 		fmt.Fprintf(l.ErrOut, "No resources found in %s namespace.\n", c.Namespace)

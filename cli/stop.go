@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -62,14 +62,14 @@ func (s *StopOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if s.All {
-		var list shellv1alpha1.ShellJobList
-		if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, nil, client.InNamespace(c.Namespace))
+		if err != nil {
 			return fmt.Errorf("list shelljobs: %w", err)
 		}
-		sort.SliceStable(list.Items, func(a, b int) bool { return list.Items[a].Status.Number < list.Items[b].Status.Number })
+		sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].Status.Number < jobs[b].Status.Number })
 		found := false
-		for i := range list.Items {
-			j := &list.Items[i]
+		for i := range jobs {
+			j := &jobs[i]
 			if shelljob.IsFinished(j) {
 				continue
 			}

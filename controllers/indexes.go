@@ -9,12 +9,20 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// Field indexes of ShellJobs in the cache.
+// Field indexes of ShellJobs in the cache. Finished jobs stay in etcd until
+// their TTL runs out, thousands of them in a busy namespace: the indexes
+// that reconciles list by leave them out, so that a pass costs what the
+// unfinished jobs cost.
 const (
-	// indexJobPool is the job's pool (spec.pool, defaulted).
-	indexJobPool = "spec.pool"
-	// indexJobPod is the worker the job holds (status.pod), if any.
-	indexJobPod = "status.pod"
+	// indexJobPool is the pool (spec.pool, defaulted) of an unfinished job.
+	indexJobPool = "unfinished.spec.pool"
+	// indexJobPod is the worker that an unfinished job holds (status.pod),
+	// if any.
+	indexJobPod = "unfinished.status.pod"
+	// indexJobUndelivered is the worker of a finished job that is not
+	// marked delivered (AnnotationDelivered): its reader may still need
+	// the worker.
+	indexJobUndelivered = "undelivered.status.pod"
 	// indexJobUID is the job's UID, which is the agent's name for it.
 	indexJobUID = "metadata.uid"
 )
@@ -22,9 +30,20 @@ const (
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	job := &shellv1alpha1.ShellJob{}
 	indexes := map[string]func(*shellv1alpha1.ShellJob) []string{
-		indexJobPool: func(j *shellv1alpha1.ShellJob) []string { return []string{shelljob.Pool(j)} },
+		indexJobPool: func(j *shellv1alpha1.ShellJob) []string {
+			if shelljob.IsFinished(j) {
+				return nil
+			}
+			return []string{shelljob.Pool(j)}
+		},
 		indexJobPod: func(j *shellv1alpha1.ShellJob) []string {
-			if j.Status.Pod == "" {
+			if j.Status.Pod == "" || shelljob.IsFinished(j) {
+				return nil
+			}
+			return []string{j.Status.Pod}
+		},
+		indexJobUndelivered: func(j *shellv1alpha1.ShellJob) []string {
+			if _, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]; ok || j.Status.Pod == "" || !shelljob.IsFinished(j) {
 				return nil
 			}
 			return []string{j.Status.Pod}
@@ -43,31 +62,22 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 
 // jobsOfPool lists the unfinished jobs of a pool.
 func jobsOfPool(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
-	return unfinishedJobs(ctx, c, client.InNamespace(ns), client.MatchingFields{indexJobPool: pool})
-}
-
-// allJobsOfPool lists every job of a pool, finished or not.
-func allJobsOfPool(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
-	var list shellv1alpha1.ShellJobList
-	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexJobPool: pool})
-	return list.Items, err
+	return listJobs(ctx, c, ns, indexJobPool, pool)
 }
 
 // jobsOnPod lists the unfinished jobs that hold a worker pod.
 func jobsOnPod(ctx context.Context, c client.Reader, ns, pod string) ([]shellv1alpha1.ShellJob, error) {
-	return unfinishedJobs(ctx, c, client.InNamespace(ns), client.MatchingFields{indexJobPod: pod})
+	return listJobs(ctx, c, ns, indexJobPod, pod)
 }
 
-func unfinishedJobs(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]shellv1alpha1.ShellJob, error) {
+// undeliveredJobs lists the finished jobs that ended on a worker pod and
+// are not marked delivered.
+func undeliveredJobs(ctx context.Context, c client.Reader, ns, pod string) ([]shellv1alpha1.ShellJob, error) {
+	return listJobs(ctx, c, ns, indexJobUndelivered, pod)
+}
+
+func listJobs(ctx context.Context, c client.Reader, ns, index, value string) ([]shellv1alpha1.ShellJob, error) {
 	var list shellv1alpha1.ShellJobList
-	if err := c.List(ctx, &list, opts...); err != nil {
-		return nil, err
-	}
-	jobs := list.Items[:0]
-	for _, j := range list.Items {
-		if !shelljob.IsFinished(&j) {
-			jobs = append(jobs, j)
-		}
-	}
-	return jobs, nil
+	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value})
+	return list.Items, err
 }

@@ -58,7 +58,8 @@ type Options struct {
 	// DefaultStopGrace.
 	StopGrace time.Duration
 	// DeliveryGrace bounds how long a retired worker waits for the
-	// delivery of the jobs that ended on it. Defaults to
+	// delivery of the jobs that ended on it, and how long a finished
+	// Telegram job waits for it before its TTL may delete it. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
 	// AllowedServiceAccounts are the ServiceAccounts, in the worker
@@ -69,6 +70,11 @@ type Options struct {
 	// OperatorServiceAccount is the operator's own ServiceAccount. No
 	// pool's workers run as it, whatever AllowedServiceAccounts says.
 	OperatorServiceAccount types.NamespacedName
+	// JobTTL is how long a finished job that sets no
+	// spec.ttlSecondsAfterFinished stays, counted from its end or from its
+	// delivery (shelljob.Expiry). Defaults to DefaultJobTTL;
+	// KeepFinishedJobs keeps such jobs.
+	JobTTL time.Duration
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -78,8 +84,19 @@ type Options struct {
 // job controllers, and the worker events streams, which share the
 // placement assumptions and the agents' reports.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	_, err := setup(ctx, mgr, opts)
+	return err
+}
+
+// reconcilers are what Setup wires, for the tests to look into.
+type reconcilers struct {
+	pools *ShellPoolReconciler
+	jobs  *ShellJobReconciler
+}
+
+func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, error) {
 	if opts.Agent == nil {
-		return errors.New("controllers: Options.Agent is required")
+		return nil, errors.New("controllers: Options.Agent is required")
 	}
 	if opts.WorkerImage == "" {
 		opts.WorkerImage = DefaultWorkerImage
@@ -88,14 +105,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		opts.Clock = clock.RealClock{}
 	}
 	if err := setupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
+		return nil, err
 	}
 	assumed := newAssumptions()
 	facts := newFactStore()
 	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
 	streams := newWorkerStreams(opts.Agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
 	if err := mgr.Add(streams); err != nil {
-		return err
+		return nil, err
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
 	serviceAccounts := ServiceAccountPolicy{Allowed: opts.AllowedServiceAccounts, Operator: opts.OperatorServiceAccount}
@@ -111,7 +128,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		streams:         streams,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	jobs := &ShellJobReconciler{
 		Client:          mgr.GetClient(),
@@ -122,11 +139,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WorkerImage:     opts.WorkerImage,
 		ServiceAccounts: serviceAccounts,
 		StopGrace:       opts.StopGrace,
+		DeliveryGrace:   opts.DeliveryGrace,
+		JobTTL:          opts.JobTTL,
 		Clock:           opts.Clock,
 		assumed:         assumed,
 		facts:           facts,
 	}
-	return jobs.SetupWithManager(mgr, reports)
+	if err := jobs.SetupWithManager(mgr, reports); err != nil {
+		return nil, err
+	}
+	return &reconcilers{pools: pools, jobs: jobs}, nil
 }
 
 // CacheOptions is the manager's cache for an operator of the pools and

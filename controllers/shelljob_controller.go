@@ -40,6 +40,13 @@ const (
 	// reference's ZSH_KILL_GRACE, 2 s, enough for a trap to print its
 	// goodbye and for a well-behaved program to exit on SIGINT.
 	DefaultStopGrace = 2 * time.Second
+	// DefaultJobTTL is how long a finished job that sets no TTL stays: a
+	// day of chat commands, each up to 64 KiB of command text, in etcd and
+	// in every cache of jobs.
+	DefaultJobTTL = 24 * time.Hour
+	// KeepFinishedJobs, as a JobTTL, keeps the finished jobs that set no
+	// TTL.
+	KeepFinishedJobs time.Duration = -1
 	// JobFinalizer is on a job from its placement to its end, so that a
 	// job deleted while it runs is stopped first and its worker freed
 	// only once the command is gone.
@@ -87,6 +94,14 @@ type ShellJobReconciler struct {
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// JobTTL is how long a finished job that sets no
+	// spec.ttlSecondsAfterFinished stays. Defaults to DefaultJobTTL;
+	// KeepFinishedJobs (any negative value) keeps such jobs.
+	JobTTL time.Duration
+	// DeliveryGrace is how long a finished job that its reader still has
+	// to deliver is kept, whatever its TTL. Defaults to
+	// DefaultDeliveryGrace.
+	DeliveryGrace time.Duration
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles bounds the passes that run at once: a pass
@@ -105,6 +120,9 @@ type ShellJobReconciler struct {
 	bootTime time.Time
 
 	mu sync.Mutex
+	// uids is the UID of each unfinished job that this process may hold
+	// memory of, by name: a pass that finds its job gone has the name only.
+	uids map[types.NamespacedName]types.UID
 	// starts counts the Start calls made in this process, by job.
 	starts map[types.UID]int
 	// stops holds the signals sent in this process, with their exact
@@ -132,9 +150,11 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.gone(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.track(req.NamespacedName, job.UID)
 	if r.writes.stale(job) {
 		// Our last write's event is on its way and brings the next pass.
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -208,7 +228,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	switch {
 	case shelljob.IsFinished(job):
 		// Its end is recorded: what memory holds of it can go.
-		r.forget(job.UID)
+		r.forget(client.ObjectKeyFromObject(job), job.UID)
 		return r.finished(ctx, job, now, false)
 	case shelljob.IsStarted(job):
 		return r.running(ctx, job, now)
@@ -398,7 +418,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 		r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, shellv1alpha1.ShellJobFinishedReasonStartFailed, "Start", err.Error())
 		return r.finished(ctx, job, now, true)
 	}
-	r.facts.started(job.UID, pod.Name, resp)
+	r.facts.started(client.ObjectKeyFromObject(job), job.UID, pod.Name, resp)
 	r.markStarted(job, resp.PGID, resp.StartedAt, now)
 	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Started", "Start", "#%d started on %s as process group %d",
 		job.Status.Number, pod.Name, resp.PGID)
@@ -678,19 +698,28 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 }
 
 // finished lets an ended job go: it removes the finalizer, and deletes the
-// job once its TTL has run out. A job that ended in this pass is deleted in
-// a later one, once its end is recorded.
+// job once its TTL has run out: spec.ttlSecondsAfterFinished, else JobTTL,
+// counted as shelljob.Expiry says. A job that ended in this pass is deleted
+// in a later one, once its end is recorded.
 func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, justEnded bool) (ctrl.Result, error) {
 	controllerutil.RemoveFinalizer(job, JobFinalizer)
-	ttl := job.Spec.TTLSecondsAfterFinished
-	if ttl == nil || job.Status.CompletionTime == nil || job.DeletionTimestamp != nil {
+	ttl := r.JobTTL
+	if s := job.Spec.TTLSecondsAfterFinished; s != nil {
+		ttl = time.Duration(*s) * time.Second
+	}
+	expiry, ok := shelljob.Expiry(job, ttl, r.DeliveryGrace)
+	if ttl < 0 || !ok || job.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	expiry := job.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
 	if justEnded || now.Before(expiry) {
 		return ctrl.Result{RequeueAfter: max(expiry.Sub(now), time.Millisecond)}, nil
 	}
-	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID})
+	// Only the version this pass read: a delivery mark set since moves the
+	// expiry.
+	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID, ResourceVersion: &job.ResourceVersion})
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
@@ -821,8 +850,44 @@ func steps(sent []sentSignal) []shellv1alpha1.StopStep {
 	return out
 }
 
+// track records the UID of the job of that name. A job of the same name
+// that was deleted and made again before a pass found it gone is
+// forgotten.
+func (r *ShellJobReconciler) track(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	old, ok := r.uids[key]
+	r.uids[key] = uid
+	r.mu.Unlock()
+	if ok && old != uid {
+		r.forgetUID(old)
+	}
+}
+
+// gone drops what this process holds of a job that was deleted, whatever
+// its phase: one deleted past its finalizer never reached its end here.
+func (r *ShellJobReconciler) gone(key types.NamespacedName) {
+	r.mu.Lock()
+	uid, ok := r.uids[key]
+	delete(r.uids, key)
+	r.mu.Unlock()
+	if ok {
+		r.forgetUID(uid)
+	}
+	// Reports of a job that went before any pass saw it.
+	r.facts.forgetJob(key)
+}
+
 // forget drops what this process holds of an ended job.
-func (r *ShellJobReconciler) forget(uid types.UID) {
+func (r *ShellJobReconciler) forget(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	if r.uids[key] == uid {
+		delete(r.uids, key)
+	}
+	r.mu.Unlock()
+	r.forgetUID(uid)
+}
+
+func (r *ShellJobReconciler) forgetUID(uid types.UID) {
 	r.mu.Lock()
 	delete(r.starts, uid)
 	delete(r.stops, uid)
@@ -839,6 +904,12 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	}
 	if r.StopGrace == 0 {
 		r.StopGrace = DefaultStopGrace
+	}
+	if r.JobTTL == 0 {
+		r.JobTTL = DefaultJobTTL
+	}
+	if r.DeliveryGrace == 0 {
+		r.DeliveryGrace = DefaultDeliveryGrace
 	}
 	if r.WorkerImage == "" {
 		r.WorkerImage = DefaultWorkerImage
@@ -858,6 +929,7 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	r.numbers = newNumberer(r.APIReader, r.Client, r.Client)
 	r.writes = newWrites()
 	r.bootTime = r.Clock.Now()
+	r.uids = map[types.NamespacedName]types.UID{}
 	r.starts = map[types.UID]int{}
 	r.stops = map[types.UID][]sentSignal{}
 

@@ -611,6 +611,40 @@ func TestTTL(t *testing.T) {
 	})
 }
 
+// waitGone waits until the job is deleted.
+func waitGone(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, waitShort, fmt.Sprintf("job %s deleted", name), func() (bool, string) {
+		err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &shellv1alpha1.ShellJob{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// TestDefaultTTL: a finished job that sets no TTL goes once the operator's
+// has run out. A Telegram job, which the bot still has to deliver, is kept
+// until it is marked delivered, and the TTL counts from then.
+func TestDefaultTTL(t *testing.T) {
+	const ttl = time.Second
+	ns := namespace(t)
+	startOperatorWith(t, ns, Options{Agent: newFakeAgent(), StopGrace: testStopGrace, JobTTL: ttl})
+	readyPool(t, ns, "shell", 1)
+	createJob(t, utiltesting.MakeShellJob("cli", ns).Command("echo bye"))
+	waitPhase(t, ns, "cli", shellv1alpha1.PhaseSucceeded)
+	waitGone(t, ns, "cli")
+
+	createJob(t, utiltesting.MakeShellJob("chat", ns).Command("echo hi").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "1", Chat: 1, Message: 2}))
+	j := waitPhase(t, ns, "chat", shellv1alpha1.PhaseSucceeded)
+	// The API keeps whole seconds: wait out the TTL from the recorded end,
+	// and more.
+	time.Sleep(time.Until(j.Status.CompletionTime.Add(ttl + 2*time.Second)))
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(j), j); err != nil {
+		t.Fatalf("the job went before it was delivered: %v", err)
+	}
+	deliver(t, ns, "chat")
+	waitGone(t, ns, "chat")
+}
+
 // TestDeleteRunning: a running job that is deleted is stopped first, and
 // goes once its command has ended.
 func TestDeleteRunning(t *testing.T) {

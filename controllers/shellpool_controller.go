@@ -128,12 +128,10 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		return ctrl.Result{}, err
 	}
 	pods := podList.Items
-	all, err := allJobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
+	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	jobs := slices.DeleteFunc(slices.Clone(all), func(j shellv1alpha1.ShellJob) bool { return shelljob.IsFinished(&j) })
-	undelivered, recheck := r.undelivered(all)
 
 	// Decide which workers go under the pool's lock, so that no job is
 	// placed on a worker while it is being retired.
@@ -151,7 +149,26 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		}
 	}
 
-	var errs []error
+	var (
+		errs    []error
+		recheck time.Duration
+	)
+	// idle tells whether a worker may go: no job holds it, and each job
+	// that ended on it was delivered or ran out of grace.
+	idle := func(pod *corev1.Pod) bool {
+		if load[pod.Name] > 0 {
+			return false
+		}
+		n, left, err := r.undelivered(ctx, pool.Namespace, pod.Name)
+		if err != nil {
+			errs = append(errs, err)
+			return false
+		}
+		if left > 0 && (recheck == 0 || left < recheck) {
+			recheck = left
+		}
+		return n == 0
+	}
 	current := map[int32]*corev1.Pod{}
 	oldRevs := map[string]*shellv1alpha1.OldRevision{}
 	var created, retired []string
@@ -165,7 +182,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		case !ownedBy(pod, pool):
 			// Left by an earlier pool of the same name, whose deletion did
 			// not finish: it goes once no job holds it, as a retired one.
-			if load[pod.Name] == 0 && undelivered[pod.Name] == 0 {
+			if idle(pod) {
 				retired = append(retired, pod.Name)
 				errs = append(errs, r.deletePod(ctx, pod))
 			}
@@ -175,7 +192,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 				"Worker %s ended (%s); making a new one", pod.Name, podEndReason(pod))
 			errs = append(errs, r.deletePod(ctx, pod))
 			continue
-		case !isCurrent && load[pod.Name] == 0 && undelivered[pod.Name] == 0:
+		case !isCurrent && idle(pod):
 			retired = append(retired, pod.Name)
 			errs = append(errs, r.deletePod(ctx, pod))
 			continue
@@ -231,31 +248,34 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
-// undelivered counts, by pod, the jobs that ended there within the
-// delivery grace and are not marked delivered, and tells when the first of
-// them runs out of grace (0: none).
-func (r *ShellPoolReconciler) undelivered(jobs []shellv1alpha1.ShellJob) (map[string]int, time.Duration) {
+// undelivered counts the jobs that ended on a worker within the delivery
+// grace and are not marked delivered, and tells when the first of them
+// runs out of grace (0: none).
+func (r *ShellPoolReconciler) undelivered(ctx context.Context, ns, pod string) (int, time.Duration, error) {
+	jobs, err := undeliveredJobs(ctx, r.Client, ns, pod)
+	if err != nil {
+		return 0, 0, err
+	}
 	now := r.Clock.Now()
-	out := map[string]int{}
-	var recheck time.Duration
+	var (
+		n       int
+		recheck time.Duration
+	)
 	for i := range jobs {
 		j := &jobs[i]
-		if !shelljob.IsFinished(j) || j.Status.Pod == "" || j.Status.CompletionTime == nil {
-			continue
-		}
-		if _, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]; ok {
+		if j.Status.CompletionTime == nil {
 			continue
 		}
 		left := j.Status.CompletionTime.Add(r.DeliveryGrace).Sub(now)
 		if left <= 0 {
 			continue
 		}
-		out[j.Status.Pod]++
+		n++
 		if recheck == 0 || left < recheck {
 			recheck = left
 		}
 	}
-	return out, recheck
+	return n, recheck, nil
 }
 
 // setStatus writes the pool's status; refusal, if any, is why it gets no

@@ -29,6 +29,8 @@ const (
 
 // agentFacts is what a worker's agent reported of one job.
 type agentFacts struct {
+	// Job is the job's key, for forgetting it once it is deleted.
+	Job       types.NamespacedName
 	Pod       string
 	PGID      int
 	StartedAt time.Time
@@ -57,7 +59,7 @@ type agentFacts struct {
 
 // factStore holds the agents' reports by job UID, for the ShellJob
 // reconciler. The streams write it; the reconciler reads it and forgets a
-// job once its end is recorded.
+// job once its end is recorded or it is deleted.
 type factStore struct {
 	mu    sync.Mutex
 	facts map[types.UID]agentFacts
@@ -68,7 +70,7 @@ func newFactStore() *factStore { return &factStore{facts: map[types.UID]agentFac
 // record merges an event and tells whether the reconciler should look at
 // the job now: on its first report and on its exit. Status reports only
 // refresh the counters that idle timeouts read.
-func (s *factStore) record(pod string, ev agentapi.Event) bool {
+func (s *factStore) record(job types.NamespacedName, pod string, ev agentapi.Event) bool {
 	uid := types.UID(ev.Job)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -78,7 +80,7 @@ func (s *factStore) record(pod string, ev agentapi.Event) bool {
 		// first pod's.
 		return false
 	}
-	f.Pod = pod
+	f.Job, f.Pod = job, pod
 	if ev.PGID != 0 {
 		f.PGID = ev.PGID
 	}
@@ -114,14 +116,14 @@ func (s *factStore) get(uid types.UID) (agentFacts, bool) {
 
 // started records a start answered by the agent, before its stream
 // reports it.
-func (s *factStore) started(uid types.UID, pod string, resp agentapi.StartResponse) {
+func (s *factStore) started(job types.NamespacedName, uid types.UID, pod string, resp agentapi.StartResponse) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.facts[uid]
 	if ok && f.Pod != pod {
 		return
 	}
-	f.Pod, f.PGID = pod, resp.PGID
+	f.Job, f.Pod, f.PGID = job, pod, resp.PGID
 	if f.StartedAt.IsZero() {
 		f.StartedAt = resp.StartedAt
 	}
@@ -130,14 +132,14 @@ func (s *factStore) started(uid types.UID, pod string, resp agentapi.StartRespon
 
 // unknown records that the pod's agent does not know the job, and tells
 // whether that is news.
-func (s *factStore) unknown(uid types.UID, pod string) bool {
+func (s *factStore) unknown(job types.NamespacedName, uid types.UID, pod string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.facts[uid]
 	if ok && (f.Pod != pod || f.Unknown) {
 		return false
 	}
-	f.Pod, f.Unknown = pod, true
+	f.Job, f.Pod, f.Unknown = job, pod, true
 	s.facts[uid] = f
 	return true
 }
@@ -146,6 +148,18 @@ func (s *factStore) forget(uid types.UID) {
 	s.mu.Lock()
 	delete(s.facts, uid)
 	s.mu.Unlock()
+}
+
+// forgetJob forgets every job of that key. The store holds unfinished jobs
+// only, so the scan is short.
+func (s *factStore) forgetJob(job types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid, f := range s.facts {
+		if f.Job == job {
+			delete(s.facts, uid)
+		}
+	}
 }
 
 // workerStreams keeps one agent events stream open per ready worker pod,
@@ -297,19 +311,38 @@ func (s *workerStreams) run(ctx context.Context, w worker) {
 
 // handle records one event of an unfinished job and wakes its reconcile.
 func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event) {
-	var list shellv1alpha1.ShellJobList
-	if err := s.cache.List(ctx, &list, client.InNamespace(w.jobs), client.MatchingFields{indexJobUID: ev.Job}); err != nil {
+	job, err := s.job(ctx, w.jobs, ev.Job)
+	if err != nil {
 		s.log.Error(err, "Find the job of an agent event", "pod", w.pod, "job", ev.Job)
 		return
 	}
-	if len(list.Items) == 0 || shelljob.IsFinished(&list.Items[0]) {
+	if job == nil || shelljob.IsFinished(job) {
 		// A job deleted since, or one whose end is recorded: the agent
 		// replays every job its spool still holds.
 		return
 	}
-	if s.facts.record(w.pod.Name, ev) {
-		s.send(ctx, &list.Items[0])
+	notify := s.facts.record(client.ObjectKeyFromObject(job), w.pod.Name, ev)
+	// A deletion that the cache took in between found nothing to forget:
+	// look again now that the report is in.
+	if again, err := s.job(ctx, w.jobs, ev.Job); err == nil && again == nil {
+		s.facts.forget(types.UID(ev.Job))
+		return
 	}
+	if notify {
+		s.send(ctx, job)
+	}
+}
+
+// job finds a job by UID in the cache, nil if there is none.
+func (s *workerStreams) job(ctx context.Context, ns, uid string) (*shellv1alpha1.ShellJob, error) {
+	var list shellv1alpha1.ShellJobList
+	if err := s.cache.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{indexJobUID: uid}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
 }
 
 // send wakes the job's reconcile.
@@ -334,7 +367,7 @@ func (s *workerStreams) synced(ctx context.Context, w worker, opened time.Time, 
 		if !j.Status.Ran || replayed[string(j.UID)] || j.Status.StartTime == nil || !j.Status.StartTime.Time.Before(opened) {
 			continue
 		}
-		if s.facts.unknown(j.UID, w.pod.Name) {
+		if s.facts.unknown(client.ObjectKeyFromObject(j), j.UID, w.pod.Name) {
 			s.send(ctx, j)
 		}
 	}

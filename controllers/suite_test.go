@@ -57,6 +57,8 @@ func namespace(t *testing.T) string { return env.Namespace(t, "t") }
 
 // operator is one run of the operator, watching one namespace.
 type operator struct {
+	*reconcilers
+	mgr    ctrl.Manager
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -85,11 +87,12 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 		t.Fatalf("new manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := Setup(ctx, mgr, opts); err != nil {
+	rs, err := setup(ctx, mgr, opts)
+	if err != nil {
 		cancel()
 		t.Fatalf("setup: %v", err)
 	}
-	op := &operator{cancel: cancel, done: make(chan struct{})}
+	op := &operator{reconcilers: rs, mgr: mgr, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(op.done)
 		if err := mgr.Start(ctx); err != nil {

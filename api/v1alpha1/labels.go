@@ -36,7 +36,8 @@ const (
 // are the clients' own bookkeeping: the operator never writes them.
 const (
 	// AnnotationDelivered is set, to an RFC 3339 time, once the job's final
-	// and files reached the user.
+	// and files reached the user. The operator reads it: a finished job's
+	// TTL counts from it, and a retired worker waits for it.
 	AnnotationDelivered = "shell.shelljob.dev/delivered"
 	// AnnotationPreview holds where the job's live preview is shown, so a
 	// restarted bot can continue it.

@@ -155,7 +155,10 @@ type ShellJobSpec struct {
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
 	// TTLSecondsAfterFinished deletes the job that many seconds after its
-	// CompletionTime, as for a batch Job. Unset means the job is kept.
+	// CompletionTime, as for a batch Job, or after its delivery mark
+	// (AnnotationDelivered) if that is later. A Telegram job is kept until
+	// the bot marks it delivered or the operator's delivery grace after its
+	// end has passed. Unset means the operator's default (--job-ttl, 24 h).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`

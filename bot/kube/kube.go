@@ -21,6 +21,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/kubeutil"
 )
 
 // Cluster implements bot.Cluster.
@@ -31,6 +32,9 @@ type Cluster struct {
 	// Defaults to Namespace.
 	WorkerNamespace string
 	Agent           agentapi.Client
+	// PageSize is how many jobs a List asks the API server for at a time.
+	// Defaults to kubeutil.DefaultPageSize.
+	PageSize int64
 }
 
 // worker is the key of the worker pod named name.
@@ -151,17 +155,13 @@ func (c *Cluster) Annotate(ctx context.Context, name, key, value string) error {
 	return c.patch(ctx, name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 }
 
-// List implements bot.JobLister.
+// List implements bot.JobLister. It reads the jobs a page at a time.
 func (c *Cluster) List(ctx context.Context) ([]shellv1alpha1.ShellJob, error) {
-	var list shellv1alpha1.ShellJobList
-	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	out, err := kubeutil.ListShellJobs(ctx, c.Client, c.PageSize, func(sj *shellv1alpha1.ShellJob) bool {
+		return sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram
+	}, client.InNamespace(c.Namespace))
+	if err != nil {
 		return nil, fmt.Errorf("list shelljobs: %w", err)
-	}
-	var out []shellv1alpha1.ShellJob
-	for _, sj := range list.Items {
-		if sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram {
-			out = append(out, sj)
-		}
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/kube"
@@ -297,5 +300,42 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	// A pool that does not exist is an error, not a new pool.
 	if err := c.RestartPool(ctx, "nope"); err == nil {
 		t.Error("restarting a missing pool succeeded")
+	}
+}
+
+// TestListPages: List reads the jobs a page at a time, and keeps the bot's.
+func TestListPages(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	var limits []int64
+	counted := interceptor.NewClient(watchClient(t), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			limits = append(limits, o.Limit)
+			return c.List(ctx, list, opts...)
+		},
+	})
+	c := &kube.Cluster{Client: counted, Namespace: ns, PageSize: 2}
+	cli := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "cli", Namespace: ns},
+		Spec:       shellv1alpha1.ShellJobSpec{Command: "true", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
+	}
+	if err := env.Client.Create(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := c.Submit(ctx, telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 {
+		t.Errorf("listed %d jobs, want the 5 of the bot", len(all))
+	}
+	if want := []int64{2, 2, 2}; !slices.Equal(limits, want) {
+		t.Errorf("List calls with limits %v, want %v: six jobs, two a page", limits, want)
 	}
 }

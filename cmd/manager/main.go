@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,7 @@ func run() int {
 		namespace, workerNS    string
 		workerImage            string
 		allowedSAs, selfSA     string
+		jobTTL                 time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -61,6 +63,9 @@ func run() int {
 	flag.StringVar(&selfSA, "service-account", os.Getenv("POD_SERVICE_ACCOUNT"),
 		"The operator's own ServiceAccount, in $POD_NAMESPACE (else --namespace): no pool's workers run as it, "+
 			"whatever --allowed-service-accounts says. Defaults to $POD_SERVICE_ACCOUNT.")
+	flag.DurationVar(&jobTTL, "job-ttl", controllers.DefaultJobTTL, fmt.Sprintf(
+		"How long a finished job that sets no spec.ttlSecondsAfterFinished stays, counted from its end, or from its delivery once the bot marked it delivered; "+
+			"a Telegram job is kept until it is delivered or %v after its end. 0 keeps such jobs.", controllers.DefaultDeliveryGrace))
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -89,6 +94,9 @@ func run() int {
 		return 1
 	}
 	self := types.NamespacedName{Namespace: cmp.Or(os.Getenv("POD_NAMESPACE"), namespace), Name: selfSA}
+	if jobTTL <= 0 {
+		jobTTL = controllers.KeepFinishedJobs
+	}
 	metrics := metricsserver.Options{
 		BindAddress:   metricsAddr,
 		SecureServing: metricsSecure,
@@ -127,6 +135,7 @@ func run() int {
 		WorkerImage:            workerImage,
 		AllowedServiceAccounts: allowed,
 		OperatorServiceAccount: self,
+		JobTTL:                 jobTTL,
 	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
@@ -141,7 +150,7 @@ func run() int {
 		return 1
 	}
 	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
-		"allowedServiceAccounts", allowed, "serviceAccount", self, "version", fmt.Sprint(shellv1alpha1.GroupVersion))
+		"allowedServiceAccounts", allowed, "serviceAccount", self, "jobTTL", jobTTL, "version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")
 		return 1

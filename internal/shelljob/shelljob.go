@@ -50,6 +50,57 @@ func RequestedStopReason(j *shellv1alpha1.ShellJob) shellv1alpha1.StopReason {
 	return shellv1alpha1.StopReasonUser
 }
 
+// Delivered tells whether a client marked the job delivered
+// (AnnotationDelivered), and when: the mark's RFC 3339 time, zero if it
+// holds none.
+func Delivered(j *shellv1alpha1.ShellJob) (time.Time, bool) {
+	v, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]
+	if !ok {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, true
+	}
+	return at, true
+}
+
+// AwaitsDelivery tells whether a reader still has to deliver the job's
+// final: it came from Telegram, whose bot marks each job it delivered, and
+// carries no mark yet.
+func AwaitsDelivery(j *shellv1alpha1.ShellJob) bool {
+	_, done := Delivered(j)
+	return j.Spec.Origin.Source == shellv1alpha1.OriginTelegram && !done
+}
+
+// Expiry is when a finished job's ttl runs out: ttl after the later of its
+// CompletionTime and its delivery mark. A job that awaits delivery stays
+// at least grace after its end, however short its ttl, since its reader
+// still needs it; the mark, once set, starts the ttl again. A job with no
+// CompletionTime never expires (zero time, false).
+func Expiry(j *shellv1alpha1.ShellJob, ttl, grace time.Duration) (time.Time, bool) {
+	if j.Status.CompletionTime == nil {
+		return time.Time{}, false
+	}
+	end := j.Status.CompletionTime.Time
+	from := end
+	if at, ok := Delivered(j); ok && at.After(from) {
+		from = at
+	}
+	expiry := from.Add(ttl)
+	if AwaitsDelivery(j) {
+		expiry = later(expiry, end.Add(grace))
+	}
+	return expiry, true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Mode is the job's mode, Fork when unset.
 func Mode(j *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobMode {
 	if j.Spec.Mode == "" {

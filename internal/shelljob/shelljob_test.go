@@ -77,3 +77,46 @@ func TestStopPredicates(t *testing.T) {
 		t.Errorf("spec.stop without a reason: requested %v, reason %q", IsStopRequested(s), RequestedStopReason(s))
 	}
 }
+
+func TestExpiry(t *testing.T) {
+	end := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	const ttl, grace = time.Minute, 10 * time.Minute
+	chat := shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "1"}
+	cases := map[string]struct {
+		job      *utiltesting.ShellJobWrapper
+		mark     string
+		ttl      time.Duration
+		want     time.Time
+		awaiting bool
+	}{
+		"cli job, from its end":             {job: utiltesting.MakeShellJob("j", "ns"), want: end.Add(ttl)},
+		"chat job delivered, from the mark": {job: utiltesting.MakeShellJob("j", "ns").Origin(chat), mark: "2026-01-01T10:05:00Z", want: end.Add(5*time.Minute + ttl)},
+		"chat job undelivered, the grace":   {job: utiltesting.MakeShellJob("j", "ns").Origin(chat), want: end.Add(grace), awaiting: true},
+		"chat job undelivered, a long ttl":  {job: utiltesting.MakeShellJob("j", "ns").Origin(chat), ttl: time.Hour, want: end.Add(time.Hour), awaiting: true},
+		"mark before the end":               {job: utiltesting.MakeShellJob("j", "ns").Origin(chat), mark: "2026-01-01T09:59:00Z", want: end.Add(ttl)},
+		"mark with no time":                 {job: utiltesting.MakeShellJob("j", "ns").Origin(chat), mark: "yes", want: end.Add(ttl)},
+		"cli job marked":                    {job: utiltesting.MakeShellJob("j", "ns"), mark: "2026-01-01T10:02:00Z", want: end.Add(2*time.Minute + ttl)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			j := tc.job.Obj()
+			j.Status.CompletionTime = &metav1.Time{Time: end}
+			if tc.mark != "" {
+				j.Annotations = map[string]string{shellv1alpha1.AnnotationDelivered: tc.mark}
+			}
+			if tc.ttl == 0 {
+				tc.ttl = ttl
+			}
+			got, ok := Expiry(j, tc.ttl, grace)
+			if !ok || !got.Equal(tc.want) {
+				t.Errorf("Expiry = %v, %v; want %v", got, ok, tc.want)
+			}
+			if a := AwaitsDelivery(j); a != tc.awaiting {
+				t.Errorf("AwaitsDelivery = %v, want %v", a, tc.awaiting)
+			}
+		})
+	}
+	if _, ok := Expiry(utiltesting.MakeShellJob("j", "ns").Obj(), ttl, grace); ok {
+		t.Error("a job with no CompletionTime expires")
+	}
+}
