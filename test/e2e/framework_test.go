@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/rest"
 	"os"
 	"os/exec"
 	"slices"
@@ -68,8 +70,12 @@ func envOr(name, def string) string {
 }
 
 var (
-	c       client.Client
-	kubectl []string
+	c          client.Client
+	restConfig *rest.Config
+	kubectl    []string
+	// Username is who the suite is to the API server: the origin.user of
+	// its jobs, which the chart's origin policy checks.
+	Username string
 )
 
 func TestMain(m *testing.M) {
@@ -97,6 +103,12 @@ func setup() error {
 	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	restConfig = cfg
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(context.Background(), review); err != nil {
+		return fmt.Errorf("who am I: %w", err)
+	}
+	Username = review.Status.UserInfo.Username
 	kubectl = []string{"kubectl"}
 	if k := os.Getenv("KUBECTL"); k != "" {
 		kubectl = []string{k}
@@ -187,7 +199,8 @@ func WaitForPoolAvailable(t *testing.T, name string) *shellv1alpha1.ShellPool {
 // Job builds a job of the test in the e2e pool.
 func Job(t *testing.T, name, command string) *utiltesting.ShellJobWrapper {
 	return utiltesting.MakeShellJob(name+"-"+rand.String(4), Namespace).
-		Pool(Pool).Command(command).Labels(map[string]string{labelTest: testLabel(t)})
+		Pool(Pool).Command(command).Labels(map[string]string{labelTest: testLabel(t)}).
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: Username})
 }
 
 // testLabel is t's name as a label value: subtests' slashes become dots.

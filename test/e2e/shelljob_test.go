@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"shelljob.dev/shelljob/agent/agenttest"
@@ -424,4 +426,42 @@ func TestReadersGoneJobStillEnds(t *testing.T) {
 		ps := run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--", "ps", "-eo", "pid,args")
 		return !strings.Contains(ps, "sleep 1000") && !strings.Contains(ps, string(j.UID)), ps
 	})
+}
+
+// TestOriginCannotBeForged: the chart's admission policy ties a job's
+// origin to the account that creates it. Every create is a dry run: the
+// policy answers, and nothing runs.
+func TestOriginCannotBeForged(t *testing.T) {
+	bot := "system:serviceaccount:" + Namespace + ":shelljob-bot"
+	asBot := rest.CopyConfig(restConfig)
+	asBot.Impersonate = rest.ImpersonationConfig{UserName: bot}
+	botClient, err := client.New(asBot, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	telegram := shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "42", Chat: 42, Message: 1}
+	cases := []struct {
+		name   string
+		as     client.Client
+		origin shellv1alpha1.ShellJobOrigin
+		refuse string
+	}{
+		{"the CLI as its own user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: Username}, ""},
+		{"the CLI as another user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it"},
+		{"Telegram from a user", c, telegram, "only the shelljob bot's ServiceAccount"},
+		{"Telegram from the bot", botClient, telegram, ""},
+		{"the CLI from the bot as a user", botClient, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := Job(t, "origin", "true").Origin(tc.origin).Obj()
+			err := tc.as.Create(context.Background(), j, client.DryRunAll)
+			switch {
+			case tc.refuse == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refuse != "" && (!apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(fmt.Sprint(err), tc.refuse)):
+				t.Errorf("create: %v, want it refused with %q", err, tc.refuse)
+			}
+		})
+	}
 }
