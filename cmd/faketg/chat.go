@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mattn/go-runewidth"
+	"golang.org/x/term"
+
 	"shelljob.dev/shelljob/internal/faketg/control"
 )
 
@@ -190,6 +193,11 @@ func (c *chat) run(ctx context.Context, in io.Reader, exitOnEOF bool) error {
 			<-ctx.Done()
 			return ctx.Err()
 		case line := <-lines:
+			// The terminal echoed the line: what was printed last is no
+			// longer right above the cursor.
+			c.mu.Lock()
+			c.lastKey = ""
+			c.mu.Unlock()
 			if err := c.command(ctx, line); err != nil {
 				c.printf("! %v\n", err)
 			}
@@ -567,7 +575,8 @@ func indent(s string) string {
 
 // follow prints the bot's calls as they come.
 func (c *chat) follow(ctx context.Context) {
-	seq := 0
+	// What the bot did before this chat started is history: /log shows it.
+	seq := c.seq(ctx)
 	for {
 		evs, err := c.api.Events(ctx, control.EventsQuery{After: seq, Wait: 30 * time.Second})
 		if err != nil {
@@ -705,7 +714,26 @@ func (c *chat) print(ctx context.Context, e control.Event) {
 	line := e.Time.Local().Format("15:04:05.000") + " " + text
 	fmt.Fprintln(c.out, line)
 	c.lastKey = key
-	c.lastLines = strings.Count(line, "\n") + 1
+	c.lastLines = c.rows(line)
+}
+
+// rows is how many terminal rows text takes: a line wider than the
+// terminal wraps onto more.
+func (c *chat) rows(text string) int {
+	width := 0
+	if f, ok := c.out.(*os.File); ok && c.tty {
+		width, _, _ = term.GetSize(int(f.Fd()))
+	}
+	n := 0
+	for _, line := range strings.Split(text, "\n") {
+		w := runewidth.StringWidth(line)
+		if width <= 0 || w <= width {
+			n++
+			continue
+		}
+		n += (w + width - 1) / width
+	}
+	return n
 }
 
 // save writes a file the bot sent under the files directory.
