@@ -139,6 +139,7 @@ type sentSignal struct {
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shelljobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=core,namespace=shelljob-workers,resources=pods/exec,verbs=create;get
+// +kubebuilder:rbac:groups=core,namespace=shelljob-workers,resources=events,verbs=list
 // +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
 
@@ -464,7 +465,7 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if reason, why, lost := workerEnd(pod); lost {
+	if reason, why, lost := r.workerEnd(ctx, job, pod); lost {
 		return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
 	}
 
@@ -681,8 +682,11 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	reason, why, ended := workerEnd(pod)
-	if !ended {
+	reason, why, ended := r.workerEnd(ctx, job, pod)
+	// The agent stopped the command in order, so the container was not
+	// killed out of memory: under cgroup v1 an earlier kill of one process
+	// marks the container OOMKilled all the same.
+	if !ended || reason == shellv1alpha1.ShellJobFinishedReasonOutOfMemory {
 		if wait := f.ExitedAt.Add(shutdownSettle).Sub(now); wait > 0 {
 			return ctrl.Result{RequeueAfter: min(wait, time.Second)}, nil
 		}
@@ -756,6 +760,42 @@ func workerEnd(pod *corev1.Pod) (reason, why string, ended bool) {
 		return shellv1alpha1.ShellJobFinishedReasonWorkerLost, "ended (" + podEndReason(pod) + ")", true
 	}
 	return "", "", false
+}
+
+// workerEnd is workerEnd, and the kubelet's Evicted Event of the job's
+// worker when the pod does not show it: the pool replaces a failed worker
+// at once, and the kubelet may report the pod failed before it says why.
+func (r *ShellJobReconciler) workerEnd(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod) (reason, why string, ended bool) {
+	reason, why, ended = workerEnd(pod)
+	if reason == shellv1alpha1.ShellJobFinishedReasonWorkerEvicted || (!ended && pod != nil) {
+		return reason, why, ended
+	}
+	key := r.workerKey(job)
+	var events corev1.EventList
+	err := r.APIReader.List(ctx, &events, client.InNamespace(key.Namespace),
+		client.MatchingFields{"involvedObject.name": key.Name, "reason": "Evicted"})
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Could not list the worker's Events to tell an eviction", "pod", key.Name)
+		return reason, why, ended
+	}
+	since := scheduledAt(job).Add(-time.Second)
+	for _, e := range events.Items {
+		if e.InvolvedObject.Kind == "Pod" && !eventTime(e).Before(since) {
+			return shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (" + strings.TrimSuffix(strings.TrimSpace(e.Message), ".") + ")", true
+		}
+	}
+	return reason, why, ended
+}
+
+// eventTime is when a core Event last happened.
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // evicted is why the pod was evicted, or "" if it was not: the kubelet's
