@@ -42,7 +42,7 @@ func startDaemon(t *testing.T, extra ...string) *daemon { return startDaemonB(t,
 func startDaemonB(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	agenttest.NeedZsh(t)
-	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &utiltesting.SyncBuffer{}}
+	d := &daemon{t: t, dir: agenttest.TempDir(t), home: agenttest.TempDir(t), logs: &utiltesting.SyncBuffer{}}
 	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
 	t.Cleanup(func() {
