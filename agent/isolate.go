@@ -210,14 +210,25 @@ func liveUIDs() map[int]bool {
 }
 
 // hand gives path, and all under it, to c: the agent made all of it, so
-// it holds no link a command planted.
+// it holds no link a command planted. A directory goes last, as the agent
+// may not read it once it is c's.
 func hand(path string, c cred) error {
-	return filepath.WalkDir(path, func(p string, _ fs.DirEntry, err error) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		ents, err := os.ReadDir(path)
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, c.uid, c.gid)
-	})
+		for _, e := range ents {
+			if err := hand(filepath.Join(path, e.Name()), c); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Lchown(path, c.uid, c.gid)
 }
 
 // reclaim gives path, and all under it, back to owner, whatever a command

@@ -275,25 +275,24 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 	}
 	fifo := filepath.Join(dir, fifoFile)
 	out, err := openFIFO(fifo)
-	if err == nil && d.users != nil {
-		// The shell reads the command and writes the FIFO as its own user;
-		// the job's files are its while the job runs.
-		err = d.isolateStateful(dir)
-		if err != nil {
-			out.Close()
-		}
-	}
 	if err != nil {
 		sp.Close()
-		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
 	// Held until the shell has opened the FIFO, so that the reader does
 	// not see EOF before it.
 	keep, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err == nil && d.users != nil {
+		// The shell reads the command and writes the FIFO as its own user;
+		// the job's files are its while the job runs.
+		if err = d.isolateStateful(dir); err != nil {
+			keep.Close()
+		}
+	}
 	if err != nil {
 		out.Close()
 		sp.Close()
+		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
 	for drained := false; !drained; {
