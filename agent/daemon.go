@@ -502,6 +502,8 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 		waiter func()
 		err    error
 	)
+	// Counted before the command starts, which may be OOM killed at once.
+	oomBase, oomKnown := oomKills(d.opts.CgroupRoot)
 	if req.Stateful {
 		j, waiter, err = d.startStateful(req)
 	} else {
@@ -510,7 +512,7 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	if err != nil {
 		return agentapi.StartResponse{}, fmt.Errorf("start %s: %w", req.Job, err)
 	}
-	j.oomBase, j.oomKnown = oomKills(d.opts.CgroupRoot)
+	j.oomBase, j.oomKnown = oomBase, oomKnown
 	d.mu.Lock()
 	d.jobs[j.id] = j
 	d.broadcastLocked(j.startedEvent())
