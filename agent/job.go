@@ -39,13 +39,13 @@ const (
 
 // jobRecord is job.json: how the job started.
 type jobRecord struct {
-	Job      string `json:"job"`
-	Stateful bool   `json:"stateful,omitempty"`
-	Shell    string `json:"shell"`
-	PGID     int    `json:"pgid"`
-	// UID is the user the command runs as, when jobs are isolated.
-	UID       int       `json:"uid,omitempty"`
+	Job       string    `json:"job"`
+	Stateful  bool      `json:"stateful,omitempty"`
+	Shell     string    `json:"shell"`
+	PGID      int       `json:"pgid"`
 	StartedAt time.Time `json:"startedAt"`
+	// UID is the user the command runs as, when jobs are isolated.
+	UID int `json:"uid,omitempty"`
 }
 
 // exitRecord is exit.json: how the job ended.
