@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
@@ -43,11 +44,15 @@ func TestExitCode(t *testing.T) {
 
 func TestEnvironment(t *testing.T) {
 	d := startDaemon(t)
-	d.start("env", `pwd; echo "$ZDOTDIR" "$SHELLJOB_JOB"; ls -A "$ZDOTDIR" | wc -l; `+
+	d.start("env", `pwd; echo "$HOME"; echo "$ZDOTDIR" "$SHELLJOB_JOB"; ls -A "$ZDOTDIR" | wc -l; `+
 		`[ -t 0 ] || echo no-terminal; cat; echo stdin-empty; `+
 		`[ "$(ps -o pgid= $$ | tr -d ' ')" = $$ ] && echo own-group; `+
 		`[ "$(ps -o sid= $$ | tr -d ' ')" = $$ ] && echo own-session; echo "$SHELLJOB_OUT"`, false)
-	want := strings.Join([]string{d.home, d.dir + "/zdotdir env", "0", "no-terminal", "stdin-empty",
+	home := d.home
+	if agent.IsolationImpossible() == "" {
+		home = filepath.Join(d.dir, "jobs", "env", "home") // a Fork job's own
+	}
+	want := strings.Join([]string{home, home, d.dir + "/zdotdir env", "0", "no-terminal", "stdin-empty",
 		"own-group", "own-session", d.jobFile("env", "")}, "\n")
 	if got := strings.TrimRight(d.output("env"), "/\n"); got != strings.TrimRight(want, "/") {
 		t.Errorf("output\n%s\nwant\n%s", got, want)
@@ -662,7 +667,9 @@ func TestShutdownMarksExit(t *testing.T) {
 func TestOOMKillsCounted(t *testing.T) {
 	for _, layout := range []string{"memory.events", "memory/memory.oom_control"} {
 		t.Run(layout, func(t *testing.T) {
-			root := t.TempDir()
+			// The job plays the kernel: whatever user it runs as, it may
+			// write the file.
+			root := agenttest.TempDir(t)
 			file := filepath.Join(root, layout)
 			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 				t.Fatal(err)
@@ -671,6 +678,9 @@ func TestOOMKillsCounted(t *testing.T) {
 				return fmt.Sprintf("printf 'oom 9\\noom_kill %d\\n' > %q", n, file)
 			}
 			if err := os.WriteFile(file, []byte("oom 9\noom_kill 3\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(file, 0o666); err != nil {
 				t.Fatal(err)
 			}
 			d := startDaemon(t, "--cgroup-root", root)

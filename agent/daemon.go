@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -64,9 +65,15 @@ type Options struct {
 	ReadyAddr string
 	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or zsh.
 	Shell string
-	// Home is the working directory of every command. Defaults to $HOME,
-	// or / when that is unset or missing.
+	// Home is the working directory of every command, and its HOME unless
+	// the environment names one. Defaults to $HOME, or / when that is unset
+	// or missing. When jobs are isolated, it is the persistent shell's
+	// alone (SPOOL/home instead when it is /), and each Fork job gets a
+	// home of its own.
 	Home string
+	// Isolation says whether each job's command runs as a user of its own.
+	// Defaults to IsolationAuto.
+	Isolation Isolation
 	// Env is the environment of every command, before the agent's own
 	// variables. Defaults to the daemon's.
 	Env []string
@@ -106,6 +113,9 @@ func (o Options) withDefaults() Options {
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
+	if o.Isolation == "" {
+		o.Isolation = IsolationAuto
+	}
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = DefaultCgroupRoot
 	}
@@ -134,6 +144,10 @@ type Daemon struct {
 	reaper  *proc.Reaper
 	jobsDir string
 	zdotdir string
+	// users is nil when commands run as the agent.
+	users *users
+	// shellHome is the persistent shell's home and first cwd.
+	shellHome string
 
 	mu       sync.Mutex
 	jobs     map[string]*job
@@ -151,25 +165,45 @@ type Daemon struct {
 func New(opts Options) *Daemon {
 	opts = opts.withDefaults()
 	return &Daemon{
-		opts:     opts,
-		log:      opts.Logger,
-		reaper:   proc.NewReaper(),
-		jobsDir:  filepath.Join(opts.SpoolDir, "jobs"),
-		zdotdir:  filepath.Join(opts.SpoolDir, "zdotdir"),
-		jobs:     map[string]*job{},
-		starting: map[string]chan struct{}{},
-		subs:     map[*subscriber]struct{}{},
-		conns:    map[net.Conn]struct{}{},
+		opts:      opts,
+		log:       opts.Logger,
+		reaper:    proc.NewReaper(),
+		jobsDir:   filepath.Join(opts.SpoolDir, "jobs"),
+		zdotdir:   filepath.Join(opts.SpoolDir, "zdotdir"),
+		shellHome: opts.Home,
+		jobs:      map[string]*job{},
+		starting:  map[string]chan struct{}{},
+		subs:      map[*subscriber]struct{}{},
+		conns:     map[net.Conn]struct{}{},
 	}
 }
 
 // Run serves until ctx ends, then stops the running jobs (SIGTERM, and
 // SIGKILL after a grace) so that their exit statuses are recorded.
 func (d *Daemon) Run(ctx context.Context) error {
+	u, why, err := decideIsolation(d.opts.Isolation)
+	if err != nil {
+		return fmt.Errorf("run agent: %w", err)
+	}
+	d.users = u
+	if u == nil {
+		d.log.Info("commands run as the agent's own user: jobs are not isolated from each other", "reason", why)
+	} else {
+		// Before anything is made: the socket, the spools, and what commands
+		// leave in shared places are their owner's alone.
+		syscall.Umask(0o077)
+	}
 	for _, dir := range []string{d.jobsDir, d.zdotdir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("run agent: %w", err)
 		}
+	}
+	if u != nil {
+		if err := d.layOut(); err != nil {
+			return fmt.Errorf("run agent: %w", err)
+		}
+		d.log.Info("each job runs as a user of its own", "statefulUID", StatefulUID, "forkUIDs", fmt.Sprintf("%d-%d", ForkUIDBase, ForkUIDBase+ForkUIDCount-1),
+			"shellHome", d.shellHome)
 	}
 	if err := d.load(); err != nil {
 		return fmt.Errorf("run agent: %w", err)
@@ -226,6 +260,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	return nil
+}
+
+// layOut sets the owners and modes of an isolating agent's directories
+// (see isolate.go).
+func (d *Daemon) layOut() error {
+	own := d.users.agent
+	if err := os.Lchown(d.opts.SpoolDir, own.uid, own.gid); err != nil {
+		return err
+	}
+	for dir, mode := range map[string]os.FileMode{d.opts.SpoolDir: 0o711, d.jobsDir: 0o711, d.zdotdir: 0o755} {
+		if err := os.Chmod(dir, mode); err != nil {
+			return err
+		}
+	}
+	if d.opts.Home == "/" {
+		d.shellHome = filepath.Join(d.opts.SpoolDir, "home")
+		if err := os.MkdirAll(d.shellHome, 0o700); err != nil {
+			return err
+		}
+	}
+	return ownDir(d.shellHome, own, d.users.stateful())
 }
 
 func (d *Daemon) track(c net.Conn) bool {
@@ -326,9 +381,13 @@ func (d *Daemon) loadJob(id string) (*job, error) {
 		return nil, err
 	}
 	j := newJob(id, dir, rec, sp)
+	if d.users != nil {
+		d.users.used(rec.UID)
+	}
 	var ex exitRecord
 	err = readJSON(filepath.Join(dir, exitFile), &ex)
 	if errors.Is(err, os.ErrNotExist) {
+		d.reclaim(j)
 		st := sp.Stats()
 		ex = exitRecord{Lost: true, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite}
 		err = writeJSON(filepath.Join(dir, exitFile), ex)
@@ -443,6 +502,8 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 		waiter func()
 		err    error
 	)
+	// Counted before the command starts, which may be OOM killed at once.
+	oomBase, oomKnown := oomKills(d.opts.CgroupRoot)
 	if req.Stateful {
 		j, waiter, err = d.startStateful(req)
 	} else {
@@ -451,7 +512,7 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	if err != nil {
 		return agentapi.StartResponse{}, fmt.Errorf("start %s: %w", req.Job, err)
 	}
-	j.oomBase, j.oomKnown = oomKills(d.opts.CgroupRoot)
+	j.oomBase, j.oomKnown = oomBase, oomKnown
 	d.mu.Lock()
 	d.jobs[j.id] = j
 	d.broadcastLocked(j.startedEvent())
@@ -477,20 +538,29 @@ func (d *Daemon) prepare(req agentapi.StartRequest) (dir string, sp *spool.Spool
 	if err := os.WriteFile(filepath.Join(dir, commandFile), []byte(req.Command), 0o600); err != nil {
 		return "", nil, err
 	}
+	if d.users != nil {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return "", nil, err
+		}
+	}
 	sp, err = spool.Create(filepath.Join(dir, outputDir), d.opts.Limits)
 	return dir, sp, err
 }
 
-// env is every command's environment, with job's variables when it is set.
-func (d *Daemon) env(dir, id string) []string {
+// env is the environment of a command at home, with the variables of job
+// id when it is set.
+func (d *Daemon) env(home, dir, id string) []string {
 	own := map[string]bool{"ZDOTDIR": true, "SHELLJOB_OUT": true, "SHELLJOB_JOB": true}
+	if d.users != nil {
+		own["HOME"] = true
+	}
 	env := slices.DeleteFunc(slices.Clone(d.opts.Env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return own[k]
 	})
 	env = append(env, "ZDOTDIR="+d.zdotdir)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
-		env = append(env, "HOME="+d.opts.Home)
+		env = append(env, "HOME="+home)
 	}
 	if id != "" {
 		env = append(env, "SHELLJOB_OUT="+filepath.Join(dir, filesDir), "SHELLJOB_JOB="+id)
@@ -498,11 +568,13 @@ func (d *Daemon) env(dir, id string) []string {
 	return env
 }
 
-// finish closes the job's spool, records its end and reports it.
+// finish closes the job's spool, takes its files back, records its end
+// and reports it.
 func (d *Daemon) finish(j *job) {
 	if err := j.spool.Close(); err != nil {
 		d.log.Error(err, "closing a spool", "job", j.id)
 	}
+	d.reclaim(j)
 	j.mu.Lock()
 	code, shutdown := j.code, j.shutdown
 	j.mu.Unlock()
@@ -520,6 +592,23 @@ func (d *Daemon) finish(j *job) {
 	d.broadcastLocked(j.exitedEvent())
 	d.mu.Unlock()
 	d.log.V(1).Info("job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written)
+}
+
+// reclaim takes back what an isolated job's user was given: its files,
+// its command, and its home, which goes.
+func (d *Daemon) reclaim(j *job) {
+	if d.users == nil {
+		return
+	}
+	home := filepath.Join(j.dir, homeDir)
+	for _, p := range []string{filepath.Join(j.dir, filesDir), filepath.Join(j.dir, commandFile), home} {
+		if err := reclaim(p, d.users.agent); err != nil {
+			d.log.Error(err, "taking a job's files back", "job", j.id, "path", p)
+		}
+	}
+	if err := os.RemoveAll(home); err != nil {
+		d.log.Error(err, "removing a job's home", "job", j.id)
+	}
 }
 
 func readJSON(path string, v any) error {

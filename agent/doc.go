@@ -22,8 +22,13 @@
 //	jobs/UID/job.json     how the job started
 //	jobs/UID/command      the command
 //	jobs/UID/files/       $SHELLJOB_OUT: inputs before the start, outputs after
+//	jobs/UID/home/        an isolated Fork job's HOME and cwd, while it runs
 //	jobs/UID/output/      the spool
 //	jobs/UID/exit.json    the exit status and counters, once the job ended
+//
+// Where the agent may, each job's command runs as a user of its own, and
+// the spool's owners and modes keep every job out of the others' and out
+// of the socket; see isolate.go.
 //
 // The daemon reaps every process with wait4(-1) (package proc), so it must
 // not be embedded in a process that waits for its own children; tests run

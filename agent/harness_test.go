@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +33,8 @@ type daemon struct {
 	dir  string
 	home string
 	args []string
+	// wrap, when set, is a command line that runs the daemon's.
+	wrap []string
 	p    *agenttest.Process
 	logs *utiltesting.SyncBuffer
 	c    *agent.Client
@@ -42,7 +46,7 @@ func startDaemon(t *testing.T, extra ...string) *daemon { return startDaemonB(t,
 func startDaemonB(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	agenttest.NeedZsh(t)
-	d := &daemon{t: t, dir: t.TempDir(), home: t.TempDir(), logs: &utiltesting.SyncBuffer{}}
+	d := &daemon{t: t, dir: agenttest.TempDir(t), home: agenttest.TempDir(t), logs: &utiltesting.SyncBuffer{}}
 	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
 	t.Cleanup(func() {
@@ -58,6 +62,13 @@ func startDaemonB(t testing.TB, extra ...string) *daemon {
 func (d *daemon) run() {
 	d.t.Helper()
 	cmd := agenttest.Command(d.args...)
+	if len(d.wrap) > 0 {
+		path, err := exec.LookPath(d.wrap[0])
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		cmd.Path, cmd.Args = path, append(slices.Clone(d.wrap), cmd.Args...)
+	}
 	cmd.Stderr = d.logs
 	d.p = agenttest.Start(d.t, cmd, agent.SocketPath(d.dir))
 }

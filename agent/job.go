@@ -24,6 +24,7 @@ const (
 	filesDir    = "files"
 	outputDir   = "output"
 	fifoFile    = "fifo"
+	homeDir     = "home"
 )
 
 const (
@@ -43,6 +44,8 @@ type jobRecord struct {
 	Shell     string    `json:"shell"`
 	PGID      int       `json:"pgid"`
 	StartedAt time.Time `json:"startedAt"`
+	// UID is the user the command runs as, when jobs are isolated.
+	UID int `json:"uid,omitempty"`
 }
 
 // exitRecord is exit.json: how the job ended.
@@ -180,19 +183,30 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   d.opts.Home,
-		Env:   d.env(dir, req.Job),
 		Files: []uintptr{null.Fd(), w.Fd(), w.Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
-	pid, exited, err := d.reaper.Start(path, []string{filepath.Base(req.Shell), "-c", req.Command}, attr)
+	var uid int
+	if d.users != nil {
+		uid, attr.Dir, err = d.isolateFork(dir, attr.Sys)
+	}
+	var (
+		pid    int
+		exited <-chan proc.Status
+	)
+	if err == nil {
+		attr.Env = d.env(attr.Dir, dir, req.Job)
+		pid, exited, err = d.reaper.Start(path, []string{filepath.Base(req.Shell), "-c", req.Command}, attr)
+	}
 	w.Close()
 	null.Close()
 	if err != nil {
 		r.Close()
 		sp.Close()
+		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
-	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: pid, StartedAt: time.Now()}
+	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: pid, UID: uid, StartedAt: time.Now()}
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
 		// The command runs: it is reported, but a restarted agent will not
 		// know it.
@@ -210,6 +224,34 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 		j.setExited(st.Code())
 		d.awaitOutput(j)
 	}, nil
+}
+
+// isolateFork gives a Fork job in dir a user of its own, its files and a
+// home, and returns the user and the home.
+func (d *Daemon) isolateFork(dir string, sys *syscall.SysProcAttr) (int, string, error) {
+	c, err := d.users.fork()
+	if err != nil {
+		return 0, "", err
+	}
+	home := filepath.Join(dir, homeDir)
+	// One left by a start that failed, or by an agent that crashed, goes.
+	if err := reclaim(home, d.users.agent); err != nil {
+		return 0, "", err
+	}
+	if err := os.RemoveAll(home); err != nil {
+		return 0, "", err
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return 0, "", err
+	}
+	if err := hand(home, c); err != nil {
+		return 0, "", err
+	}
+	if err := hand(filepath.Join(dir, filesDir), c); err != nil {
+		return 0, "", err
+	}
+	sys.Credential = c.sys()
+	return c.uid, home, nil
 }
 
 func setPipeSize(f *os.File) {

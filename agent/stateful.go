@@ -152,10 +152,13 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 	}
 	files[0], files[1], files[2], files[ctlFD] = inR.Fd(), outW.Fd(), outW.Fd(), ctlW.Fd()
 	attr := &syscall.ProcAttr{
-		Dir:   d.opts.Home,
-		Env:   d.env("", ""),
+		Dir:   d.shellHome,
+		Env:   d.env(d.shellHome, "", ""),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	if d.users != nil {
+		attr.Sys.Credential = d.users.stateful().sys()
 	}
 	pid, exited, err := d.reaper.Start(path, []string{"zsh", "-i"}, attr)
 	inR.Close()
@@ -279,9 +282,17 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 	// Held until the shell has opened the FIFO, so that the reader does
 	// not see EOF before it.
 	keep, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err == nil && d.users != nil {
+		// The shell reads the command and writes the FIFO as its own user;
+		// the job's files are its while the job runs.
+		if err = d.isolateStateful(dir); err != nil {
+			keep.Close()
+		}
+	}
 	if err != nil {
 		out.Close()
 		sp.Close()
+		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
 	for drained := false; !drained; {
@@ -302,9 +313,13 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 		out.Close()
 		sp.Close()
 		os.Remove(fifo)
+		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
 	rec := jobRecord{Job: req.Job, Stateful: true, Shell: req.Shell, PGID: sh.pid, StartedAt: startedAt}
+	if d.users != nil {
+		rec.UID = StatefulUID
+	}
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
 		d.log.Error(err, "recording a start", "job", req.Job)
 	}
@@ -333,6 +348,18 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 			d.log.Error(err, "removing a FIFO", "job", j.id)
 		}
 	}, nil
+}
+
+// isolateStateful gives the persistent shell's user what it needs of the
+// Stateful job in dir: its command, its FIFO and its files.
+func (d *Daemon) isolateStateful(dir string) error {
+	c := d.users.stateful()
+	for _, p := range []string{filepath.Join(dir, commandFile), filepath.Join(dir, fifoFile)} {
+		if err := os.Lchown(p, c.uid, c.gid); err != nil {
+			return err
+		}
+	}
+	return hand(filepath.Join(dir, filesDir), c)
 }
 
 // openFIFO makes a FIFO at path and opens its read end without waiting for

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -55,7 +56,7 @@ func newRealAgents(t *testing.T) *realAgents {
 func (r *realAgents) serve(pod *corev1.Pod) {
 	t := r.t
 	t.Helper()
-	dir, home := t.TempDir(), t.TempDir()
+	dir, home := agenttest.TempDir(t), agenttest.TempDir(t)
 	var logs bytes.Buffer
 	cmd := exec.Command(os.Args[0], "serve", "--spool-dir", dir, "--home", home)
 	cmd.Env = append(os.Environ(), asAgent+"=1")

@@ -2,10 +2,12 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -141,7 +143,7 @@ func TestWorkerDefaults(t *testing.T) {
 	pool.Spec.Resources = corev1.ResourceRequirements{
 		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
-	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000)}
+	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000), RunAsNonRoot: ptr.To(true)}
 	pod := workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage), 0, DefaultWorkerImage)
 
 	res := pod.Spec.Containers[0].Resources
@@ -164,11 +166,25 @@ func TestWorkerDefaults(t *testing.T) {
 	if sc.RunAsUser == nil || *sc.RunAsUser != 2000 {
 		t.Errorf("runAsUser %v, want the pool's 2000", sc.RunAsUser)
 	}
-	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("securityContext %+v lost the defaults (runAsNonRoot, RuntimeDefault seccomp)", sc)
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("securityContext %+v lost the default RuntimeDefault seccomp", sc)
 	}
-	if pool.Spec.Template.SecurityContext.RunAsNonRoot != nil || pool.Spec.Resources.Requests != nil {
+	if pool.Spec.Template.SecurityContext.RunAsNonRoot == nil || pool.Spec.Resources.Requests != nil {
 		t.Error("building the pod changed the pool")
+	}
+	// The pool's user does not reach the agent: it runs as root, to run each
+	// job as a user of its own, and keeps only what that needs.
+	c := pod.Spec.Containers[0]
+	wantSC := &corev1.SecurityContext{
+		RunAsUser: ptr.To[int64](0), RunAsGroup: ptr.To[int64](0), RunAsNonRoot: ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "KILL", "SETGID", "SETUID"}},
+	}
+	if diff := cmp.Diff(wantSC, c.SecurityContext); diff != "" {
+		t.Errorf("agent's securityContext (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(c.Args, "--isolation=required") {
+		t.Errorf("agent's args %q do not require isolation", c.Args)
 	}
 }
 

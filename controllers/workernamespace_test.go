@@ -93,3 +93,29 @@ func TestWorkerNamespace(t *testing.T) {
 		return len(list.Items) == 0 && apierrors.IsNotFound(err), fmt.Sprintf("%d pods, pool: %v", len(list.Items), err)
 	})
 }
+
+// TestWorkerPodSecurity: the API server's Pod Security admission lets the
+// operator's worker pods into a namespace that enforces baseline, as the
+// chart's does, even when the pool asks for a non-root user, and keeps
+// them out of one that enforces restricted (root, added capabilities).
+func TestWorkerPodSecurity(t *testing.T) {
+	ctx := context.Background()
+	pool := utiltesting.MakeShellPool("shell", "pools").Obj()
+	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](2000)}
+	for level, allowed := range map[string]bool{"baseline": true, "restricted": false} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: level + "-", Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/enforce-version": "latest",
+		}}}
+		if err := env.Client.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		pod := workerPod(pool, ns.Name, Revision(pool, DefaultWorkerImage), 0, DefaultWorkerImage)
+		err := env.Client.Create(ctx, pod, client.DryRunAll)
+		switch {
+		case allowed && err != nil:
+			t.Errorf("a worker pod in a namespace that enforces %s: %v", level, err)
+		case !allowed && !apierrors.IsForbidden(err):
+			t.Errorf("a worker pod in a namespace that enforces %s: %v, want forbidden", level, err)
+		}
+	}
+}

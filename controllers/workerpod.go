@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,9 +52,15 @@ const (
 	EnvWorker = "SHELLJOB_WORKER"
 )
 
+// workerPodVersion is bumped when the pods the operator builds change in a
+// way running workers must take up: an upgraded operator then replaces
+// them as a pool restart does. 2: each job runs as a user of its own.
+const workerPodVersion = 2
+
 // workerTemplate is what makes a revision: everything of the pool that
-// goes into its worker pods, plus the restart stamp.
+// goes into its worker pods, plus the restart stamp and workerPodVersion.
 type workerTemplate struct {
+	PodVersion      int                               `json:"podVersion"`
 	Image           string                            `json:"image"`
 	ImagePullPolicy corev1.PullPolicy                 `json:"imagePullPolicy"`
 	Resources       corev1.ResourceRequirements       `json:"resources"`
@@ -114,16 +121,15 @@ func workerResources(own corev1.ResourceRequirements) corev1.ResourceRequirement
 	return out
 }
 
-// workerSecurity merges the pool's pod securityContext over the safe
-// defaults of the restricted profile: non-root, RuntimeDefault seccomp.
-// The image's own (numeric) user runs unless the pool names one.
+// workerSecurity merges the pool's pod securityContext over the default
+// RuntimeDefault seccomp profile. The agent's container sets its own user
+// (agentSecurity), so the pool's runAsUser, runAsGroup and runAsNonRoot do
+// not reach it; the pool's supplementalGroups and fsGroup reach the agent
+// alone, as commands start with no supplementary group.
 func workerSecurity(own *corev1.PodSecurityContext) *corev1.PodSecurityContext {
 	sc := own.DeepCopy()
 	if sc == nil {
 		sc = &corev1.PodSecurityContext{}
-	}
-	if sc.RunAsNonRoot == nil {
-		sc.RunAsNonRoot = ptr.To(true)
 	}
 	if sc.SeccompProfile == nil {
 		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
@@ -131,8 +137,35 @@ func workerSecurity(own *corev1.PodSecurityContext) *corev1.PodSecurityContext {
 	return sc
 }
 
+// agentCapabilities are all the agent's container keeps of root's
+// capabilities, each for isolating jobs (agent.RequiredCapabilities):
+//   - CHOWN: to hand a job's $SHELLJOB_OUT and home to the job's user, and
+//     take them back when it ends, before its files are collected;
+//   - KILL: to signal the process groups of jobs, which run as other users;
+//   - SETGID, SETUID: to start each command as a user and group of its own,
+//     with no supplementary groups.
+//
+// All are in the baseline Pod Security profile; restricted allows none of
+// them, nor root, which is why the workers namespace enforces baseline.
+// A command keeps none of them: it runs as another user, with no new
+// privileges (allowPrivilegeEscalation false, so no setuid binary helps).
+var agentCapabilities = []corev1.Capability{"CHOWN", "KILL", "SETGID", "SETUID"}
+
+// agentSecurity is the agent container's securityContext: root, to run
+// each job as a user of its own, with agentCapabilities alone.
+func agentSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsUser:                ptr.To[int64](0),
+		RunAsGroup:               ptr.To[int64](0),
+		RunAsNonRoot:             ptr.To(false),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: slices.Clone(agentCapabilities)},
+	}
+}
+
 func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTemplate {
 	t := workerTemplate{
+		PodVersion:      workerPodVersion,
 		Image:           pool.Spec.Image,
 		ImagePullPolicy: pool.Spec.ImagePullPolicy,
 		Resources:       workerResources(pool.Spec.Resources),
@@ -247,7 +280,8 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 				Image:           t.Image,
 				ImagePullPolicy: t.ImagePullPolicy,
 				Command:         []string{agentapi.AgentPath},
-				Args:            []string{"serve", fmt.Sprintf("--ready-addr=:%d", agentapi.ReadyPort)},
+				// The agent refuses to serve rather than run jobs unisolated.
+				Args: []string{"serve", fmt.Sprintf("--ready-addr=:%d", agentapi.ReadyPort), "--isolation=required"},
 				Ports: []corev1.ContainerPort{{
 					Name: ReadyPortName, ContainerPort: agentapi.ReadyPort, Protocol: corev1.ProtocolTCP,
 				}},
@@ -265,11 +299,8 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-				VolumeMounts: []corev1.VolumeMount{{Name: spoolVolume, MountPath: agentapi.SpoolDir}},
+				SecurityContext: agentSecurity(),
+				VolumeMounts:    []corev1.VolumeMount{{Name: spoolVolume, MountPath: agentapi.SpoolDir}},
 			}},
 			Volumes: []corev1.Volume{{
 				Name:         spoolVolume,

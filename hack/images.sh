@@ -7,7 +7,10 @@
 #   - WORKER_IMAGE: a Debian minbase (debootstrap) with zsh, coreutils and procps,
 #     user shell (uid 1000, home /home/shell), and the agent (cmd/agent) at
 #     /usr/local/bin/shelljob-agent as its entrypoint, and its spool dir
-#     /var/lib/shelljob owned by that user (a pod may mount an emptyDir there);
+#     /var/lib/shelljob owned by that user (a pod may mount an emptyDir there).
+#     The image runs as shell; worker pods run the agent as root instead, which
+#     runs the Stateful shell as shell, in its home, and each Fork job as a user
+#     of its own (agent/isolate.go);
 # An image is built only when its cmd/ directory holds a main package that
 # compiles; it is rebuilt only when the binary (or the worker base) changed,
 # as recorded in a label. The worker base rootfs is cached by recipe hash.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,13 +47,26 @@ func NeedZsh(t testing.TB) {
 	}
 }
 
+// TempDir is a t.TempDir that the users of an isolating agent's commands
+// can reach: the test's own temporary directory is closed to them (0700).
+func TempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // Serve runs a daemon on a fresh spool directory, with args after
 // "serve --spool-dir DIR", until the end of the test, and returns the
 // directory. The daemon's log is in the test's output if the test fails.
 func Serve(t testing.TB, args ...string) string {
 	t.Helper()
 	NeedZsh(t)
-	dir := t.TempDir()
+	dir := TempDir(t)
 	logs := &utiltesting.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -166,6 +166,14 @@ func serve(e *env, args []string) error {
 	)
 	fs.StringVar(&opts.Shell, "shell", "", "the shell of jobs that name none (default $"+agentapi.ShellEnv+", or zsh)")
 	fs.StringVar(&opts.Home, "home", "", "the working directory of commands (default $HOME)")
+	fs.Func("isolation", "auto, required or off: whether each job runs as a user of its own; auto when the agent may (default auto)", func(v string) error {
+		switch i := agent.Isolation(v); i {
+		case agent.IsolationAuto, agent.IsolationRequired, agent.IsolationOff:
+			opts.Isolation = i
+			return nil
+		}
+		return fmt.Errorf("not auto, required or off")
+	})
 	fs.StringVar(&opts.ReadyAddr, "ready-addr", "", "serve GET "+agentapi.ReadyPath+" on this TCP address, such as :8079 (default none)")
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")

@@ -33,8 +33,10 @@ type ShellPoolPodOverlay struct {
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// SecurityContext of the worker pods. Defaults to non-root with the
-	// restricted Pod Security profile.
+	// SecurityContext of the worker pods. Defaults to the RuntimeDefault
+	// seccomp profile. The agent's container runs as root with the few
+	// capabilities it needs to run each job as a user of its own, whatever
+	// user this names.
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 

@@ -1,0 +1,228 @@
+package agent_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/agent"
+	"shelljob.dev/shelljob/agent/agenttest"
+	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// podCapabilities runs a command as the worker pod runs the agent: with
+// agent.RequiredCapabilities alone, and no new privileges.
+func podCapabilities() []string {
+	caps := "-all"
+	for _, c := range agent.RequiredCapabilities {
+		caps += ",+" + strings.ToLower(c)
+	}
+	return []string{"setpriv", "--bounding-set", caps, "--inh-caps", "-all", "--no-new-privs", "--"}
+}
+
+// isolated starts a daemon that isolates jobs, with the worker pod's
+// capabilities, and a copy of the agent's command line that every user may
+// run; the test is skipped where the agent could not isolate (not root).
+func isolated(t *testing.T, extra ...string) (d *daemon, agentBin string) {
+	t.Helper()
+	if why := agent.IsolationImpossible(); why != "" {
+		t.Skipf("jobs cannot be isolated here: %s", why)
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatal("these tests limit the agent's capabilities with setpriv: apt-get install -y util-linux")
+	}
+	d = &daemon{t: t, dir: agenttest.TempDir(t), home: agenttest.TempDir(t), logs: &utiltesting.SyncBuffer{}, wrap: podCapabilities()}
+	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2", "--isolation=required"}, extra...)
+	d.c = agent.NewClient(agent.SocketPath(d.dir))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", d.logs.String())
+		}
+	})
+	d.run()
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentBin = filepath.Join(agenttest.TempDir(t), "shelljob-agent")
+	if err := os.WriteFile(agentBin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d, agentBin
+}
+
+// probeScript tries to reach job victim (running as group pgid) and the
+// agent from a command, and prints a line "NAME: reached" or "NAME:
+// denied" for each try. The commands inherit the agent's environment, so
+// agentBin runs as shelljob-agent.
+func probeScript(spool, agentBin, home, victim string, pgid int) string {
+	job := filepath.Join(spool, "jobs", victim)
+	return fmt.Sprintf(`try() { local n=$1; shift; if eval "$*" >/dev/null 2>&1; then print "$n: reached"; else print "$n: denied"; fi; }
+try list-jobs 'ls %[1]s/jobs'
+try read-output 'ls %[2]s/output'
+try read-command 'cat %[2]s/command'
+try read-files 'ls %[2]s/files'
+try read-secret 'cat %[2]s/files/secret'
+try plant-file 'print planted > %[2]s/files/planted'
+try read-home 'ls %[2]s/home'
+try read-shell-home 'ls %[5]s'
+try signal-group 'kill -0 -- -%[4]d'
+try read-environ 'cat /proc/%[4]d/environ'
+try agent-signal '%[3]s signal --spool-dir %[1]s --job %[6]s --signal KILL'
+%[3]s signal --spool-dir %[1]s --job %[6]s --signal KILL 2>&1 | grep -q 'permission denied' && print agent-signal: permission denied
+try own-files 'print mine > $SHELLJOB_OUT/mine && cat $SHELLJOB_OUT/mine'
+print uid=$(id -u) gid=$(id -g) groups=$(id -G)`, spool, job, agentBin, pgid, home, victim)
+}
+
+// wantDenied is the output of probeScript from a job of user uid that
+// reaches nothing of its victim's.
+func wantDenied(uid int) string {
+	var b strings.Builder
+	for _, n := range []string{"list-jobs", "read-output", "read-command", "read-files", "read-secret", "plant-file", "read-home",
+		"read-shell-home", "signal-group", "read-environ", "agent-signal"} {
+		b.WriteString(n + ": denied\n")
+	}
+	id := strconv.Itoa(uid)
+	b.WriteString("agent-signal: permission denied\nown-files: reached\nuid=" + id + " gid=" + id + " groups=" + id + "\n")
+	return b.String()
+}
+
+// filesOf collects job's files: name to content.
+func (d *daemon) filesOf(id string) map[string]string {
+	d.t.Helper()
+	var out bytes.Buffer
+	if err := d.c.GetFiles(ctxFor(d.t, waitShort), id, &out); err != nil {
+		d.t.Fatalf("get files of %s: %v", id, err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = string(b)
+	}
+}
+
+// TestJobsIsolated: a Fork job and a Stateful job can neither read, signal
+// nor write into another job, running or ended, nor reach the agent; each
+// runs as a user of its own, and a job's own files still come back.
+func TestJobsIsolated(t *testing.T) {
+	d, bin := isolated(t)
+	secret := `print secret-output; print secret-file > "$SHELLJOB_OUT/secret"`
+	d.start("ended", secret, false)
+	if got := d.output("ended"); got != "secret-output\n" {
+		t.Fatalf("output of ended: %q", got)
+	}
+	d.start("stateful-ended", "STATE=kept; cd /tmp; "+secret, true)
+	if got := d.output("stateful-ended"); got != "secret-output\n" {
+		t.Fatalf("output of stateful-ended: %q", got)
+	}
+	running := d.start("running", secret+"; print ready; sleep 100", false)
+	d.waitOutput("running", "ready")
+	waitProc(t, running.PGID, "sleep")
+
+	forkUID := func(id string) int {
+		t.Helper()
+		var rec struct{ UID int }
+		b, err := os.ReadFile(filepath.Join(d.dir, "jobs", id, "job.json"))
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil || rec.UID < agent.ForkUIDBase {
+			t.Fatalf("user of %s: %+v %v", id, rec, err)
+		}
+		return rec.UID
+	}
+	// The shell is the stateful jobs' own, and tries a victim that is not.
+	for _, tc := range []struct {
+		prober, victim string
+		stateful       bool
+	}{
+		{"fork-on-running", "running", false},
+		{"fork-on-ended", "ended", false},
+		{"fork-on-stateful", "stateful-ended", false},
+		{"stateful-on-running", "running", true},
+		{"stateful-on-ended", "ended", true},
+	} {
+		pgid := running.PGID
+		if tc.victim != "running" {
+			pgid = syscall.Getpgrp() // the test's and the agent's group, which no job may signal
+		}
+		d.start(tc.prober, probeScript(d.dir, bin, d.home, tc.victim, pgid), tc.stateful)
+		got := d.output(tc.prober)
+		uid := agent.StatefulUID
+		if !tc.stateful {
+			uid = forkUID(tc.prober)
+		}
+		want := wantDenied(uid)
+		if tc.stateful {
+			// The shell's home is the stateful jobs' own.
+			want = strings.Replace(want, "read-shell-home: denied", "read-shell-home: reached", 1)
+		}
+		if got != want {
+			t.Errorf("%s, probing %s:\n%s\nwant\n%s", tc.prober, tc.victim, got, want)
+		}
+	}
+	if a, b := forkUID("running"), forkUID("ended"); a == b {
+		t.Errorf("two Fork jobs ran as user %d", a)
+	}
+
+	d.start("stateful-after", `print -r -- "$STATE $PWD $(id -u)"`, true)
+	if got, want := d.output("stateful-after"), fmt.Sprintf("kept /tmp %d\n", agent.StatefulUID); got != want {
+		t.Errorf("the persistent shell kept %q, want %q", got, want)
+	}
+
+	d.stillRunning("running", 500*time.Millisecond)
+	d.signal("running", agentapi.SIGKILL)
+	d.exited("running")
+	for _, id := range []string{"running", "ended", "stateful-ended"} {
+		if got := d.filesOf(id); len(got) != 1 || got["secret"] != "secret-file\n" {
+			t.Errorf("files of %s: %q, want its secret alone", id, got)
+		}
+	}
+	if got := d.output("running"); got != "secret-output\nready\n" {
+		t.Errorf("output of running: %q", got)
+	}
+}
+
+// TestJobFilesTakenBack: once a job has ended, its files are the agent's:
+// a process it left behind can no longer change them, and what the job
+// closed to itself (mode 000) is collected all the same, by an agent with
+// the worker pod's capabilities alone.
+func TestJobFilesTakenBack(t *testing.T) {
+	d, _ := isolated(t)
+	d.start("closed", `cd "$SHELLJOB_OUT" && mkdir -p d/e && print deep > d/e/f && print top > top && `+
+		`chmod 000 d/e/f d/e d top && `+
+		`setsid zsh -c 'while sleep 0.05; do print late >> "$SHELLJOB_OUT/top.late" || { print $$ > /dev/null; exit; }; done' `+
+		`</dev/null >/dev/null 2>&1 &; print $! > "$SHELLJOB_OUT/pid"; chmod 000 pid`, false)
+	d.exited("closed")
+	got := d.filesOf("closed")
+	if pid := got["pid"]; pid != "" {
+		t.Cleanup(func() { killPIDFile(t, filepath.Join(d.dir, "jobs", "closed", "files", "pid")) })
+	}
+	time.Sleep(300 * time.Millisecond) // the leftover's next tries
+	again := d.filesOf("closed")
+	if got["top.late"] != again["top.late"] {
+		t.Errorf("a process the job left wrote into its files after it ended: %q, then %q", got["top.late"], again["top.late"])
+	}
+	if got["d/e/f"] != "deep\n" || got["top"] != "top\n" {
+		t.Errorf("files %q, want d/e/f and top", got)
+	}
+}
