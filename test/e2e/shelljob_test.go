@@ -465,3 +465,65 @@ func TestOriginCannotBeForged(t *testing.T) {
 		})
 	}
 }
+
+// TestJobsIsolated: a job on the same worker as another, running or ended,
+// cannot list, read, write into or signal it, nor reach the agent.
+func TestJobsIsolated(t *testing.T) {
+	const pool = "e2e-isolate"
+	sp := EnsurePool(t, EnsurePoolInput{Name: pool, Replicas: 1})
+	t.Cleanup(func() { _ = c.Delete(context.Background(), sp) })
+	ended := WaitForJobEnd(t, Create(t, Job(t, "ended", `echo ended-secret; echo ended-file > "$SHELLJOB_OUT/secret"`).Pool(pool))[0], JobTimeout)
+	victim := WaitForJobPhase(t, Create(t, Job(t, "victim",
+		`echo victim-file > "$SHELLJOB_OUT/secret"; echo victim-secret; sleep 300`).Pool(pool))[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	jobs := agentapi.SpoolDir + "/jobs"
+	var probes strings.Builder
+	fmt.Fprintf(&probes, "probe() { if eval \"$2\" >/dev/null 2>&1; then echo \"$1: allowed\"; else echo \"$1: denied\"; fi; }\n")
+	fmt.Fprintf(&probes, "probe list 'ls %s'\n", jobs)
+	for _, j := range []*shellv1alpha1.ShellJob{ended, victim} {
+		dir := jobs + "/" + string(j.UID)
+		fmt.Fprintf(&probes, "probe %[1]s-output 'cat %[2]s/output/*'\n", j.Name, dir)
+		fmt.Fprintf(&probes, "probe %[1]s-file 'cat %[2]s/files/secret'\n", j.Name, dir)
+		fmt.Fprintf(&probes, "probe %[1]s-plant 'echo x > %[2]s/files/planted'\n", j.Name, dir)
+		fmt.Fprintf(&probes, "probe %[1]s-agent 'shelljob-agent signal --job %[2]s --signal KILL'\n", j.Name, j.UID)
+	}
+	fmt.Fprintf(&probes, "probe victim-kill 'kill -0 -- -%d'\n", victim.Status.PGID)
+	fmt.Fprintf(&probes, "probe own-files 'echo mine > \"$SHELLJOB_OUT/mine\" && cat \"$SHELLJOB_OUT/mine\"'\n")
+	fmt.Fprintf(&probes, "echo uid $(id -u)\n")
+
+	for _, mode := range []shellv1alpha1.ShellJobMode{shellv1alpha1.ModeDirect, shellv1alpha1.ModeStateful} {
+		t.Run(string(mode), func(t *testing.T) {
+			if mode == shellv1alpha1.ModeStateful {
+				// The Stateful shell's worker is the pool's only one: it
+				// runs once the victim is done, against two ended jobs.
+				Stop(t, victim)
+				WaitForJobEnd(t, victim, JobTimeout)
+			}
+			p := WaitForJobEnd(t, Create(t, Job(t, "probe", probes.String()).Pool(pool).Mode(mode))[0], JobTimeout)
+			out := Output(t, p)
+			if p.Status.Pod != victim.Status.Pod {
+				t.Fatalf("the probe ran on %s, the victim on %s", p.Status.Pod, victim.Status.Pod)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				name, verdict, _ := strings.Cut(line, ": ")
+				switch {
+				case name == "own-files" && verdict != "allowed":
+					t.Errorf("the job cannot use its own $SHELLJOB_OUT: %q", line)
+				case strings.HasPrefix(line, "uid "):
+					uid, _ := strconv.Atoi(strings.TrimPrefix(line, "uid "))
+					if uid == 0 {
+						t.Errorf("the command runs as root")
+					}
+				case name != "own-files" && verdict != "denied":
+					t.Errorf("%s: %s, want denied", name, verdict)
+				}
+			}
+			t.Logf("probes:\n%s", out)
+		})
+	}
+	if out := Output(t, victim); !strings.Contains(out, "victim-secret") {
+		t.Errorf("the victim's output %q lost its line", out)
+	}
+	if v := Get(t, victim); v.Status.Phase != shellv1alpha1.PhaseStopped {
+		t.Errorf("the victim ended %s, want Stopped (by the test, not by a probe)", v.Status.Phase)
+	}
+}
