@@ -16,7 +16,7 @@ import (
 // held counts, by map, what the reconciler holds in memory of jobs.
 func (r *ShellJobReconciler) held() map[string]int {
 	r.mu.Lock()
-	out := map[string]int{"uids": len(r.uids), "starts": len(r.starts), "stops": len(r.stops)}
+	out := map[string]int{"uids": len(r.uids), "starts": len(r.starts), "stops": len(r.stops), "placed": len(r.placedAt)}
 	r.mu.Unlock()
 	r.facts.mu.Lock()
 	out["facts"] = len(r.facts.facts)

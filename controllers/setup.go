@@ -109,8 +109,9 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	}
 	assumed := newAssumptions()
 	facts := newFactStore()
+	agent := countingAgent{Client: opts.Agent}
 	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
-	streams := newWorkerStreams(opts.Agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
+	streams := newWorkerStreams(agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
 	if err := mgr.Add(streams); err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
 		WorkerNamespace: opts.WorkerNamespace,
-		Agent:           opts.Agent,
+		Agent:           agent,
 		Recorder:        recorder,
 		WorkerImage:     opts.WorkerImage,
 		ServiceAccounts: serviceAccounts,

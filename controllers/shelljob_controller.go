@@ -31,6 +31,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/metrics"
 	"shelljob.dev/shelljob/internal/scheduler"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -129,6 +130,9 @@ type ShellJobReconciler struct {
 	// times: the API keeps whole seconds only, and a pass that reads a
 	// stale job must not send a signal twice.
 	stops map[types.UID][]sentSignal
+	// placedAt holds when this process recorded each placement whose
+	// command has not started yet, exactly, for the start latency.
+	placedAt map[types.UID]time.Time
 }
 
 type sentSignal struct {
@@ -161,16 +165,82 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	base := job.DeepCopy()
+	now := r.Clock.Now()
 	defer func() {
 		writeCtx, cancel := detached(ctx, statusWriteTimeout)
 		defer cancel()
-		err := r.patch(writeCtx, base, job)
+		// Taken before the patch, which truncates the times in job.
+		m := r.milestones(base, job, now)
+		wroteStatus, err := r.patch(writeCtx, base, job)
+		if wroteStatus {
+			r.record(job.UID, m, now)
+		}
 		if err == nil && job.ResourceVersion != base.ResourceVersion {
 			r.writes.wrote(job)
 		}
 		res, reterr = afterPatch(res, reterr, err)
 	}()
-	return r.reconcile(ctx, job)
+	return r.reconcile(ctx, job, now)
+}
+
+// milestone is what a pass's status write records of a job's life, for
+// the metrics.
+type milestone struct {
+	pool                    string
+	placed, started, ended  bool
+	queueWait, startLatency time.Duration
+	phase, reason           string
+}
+
+// milestones compares the status a pass read with the one it is about to
+// write. A stale read cannot record a step twice: the pass waits for the
+// cache (writes.stale), and the optimistic lock fails its write.
+func (r *ShellJobReconciler) milestones(base, job *shellv1alpha1.ShellJob, now time.Time) milestone {
+	m := milestone{pool: shelljob.Pool(job)}
+	if !shelljob.IsAssigned(base) && shelljob.IsAssigned(job) {
+		m.placed = true
+		m.queueWait = now.Sub(job.CreationTimestamp.Time)
+	}
+	if !shelljob.IsStarted(base) && shelljob.IsStarted(job) && job.Status.StartTime != nil {
+		m.started = true
+		r.mu.Lock()
+		placed, ok := r.placedAt[job.UID]
+		r.mu.Unlock()
+		if !ok {
+			// Placed before this process started: the condition keeps
+			// whole seconds only.
+			placed = scheduledAt(job)
+		}
+		m.startLatency = job.Status.StartTime.Sub(placed)
+	}
+	if !shelljob.IsFinished(base) && shelljob.IsFinished(job) {
+		m.ended = true
+		m.phase = string(job.Status.Phase)
+		if c := meta.FindStatusCondition(job.Status.Conditions, shellv1alpha1.ShellJobFinished); c != nil {
+			m.reason = c.Reason
+		}
+	}
+	return m
+}
+
+// record counts the milestones of a status write that succeeded, so that
+// a pass whose write failed and that runs again counts them once.
+func (r *ShellJobReconciler) record(uid types.UID, m milestone, now time.Time) {
+	if m.placed {
+		metrics.JobPlaced(m.pool, m.queueWait)
+		r.mu.Lock()
+		r.placedAt[uid] = now
+		r.mu.Unlock()
+	}
+	if m.started {
+		metrics.JobStarted(m.pool, m.startLatency)
+		r.mu.Lock()
+		delete(r.placedAt, uid)
+		r.mu.Unlock()
+	}
+	if m.ended {
+		metrics.JobFinished(m.pool, m.phase, m.reason)
+	}
 }
 
 // afterPatch folds the deferred patch's error into a pass's result. A
@@ -194,26 +264,28 @@ const conflictRetry = 100 * time.Millisecond
 
 // patch writes the status, then the finalizers, each only if changed and
 // only over the version that was read. The status goes first, so that a
-// job's end is recorded before its finalizer lets it go.
-func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) error {
+// job's end is recorded before its finalizer lets it go. It reports
+// whether it wrote a changed status, even when the finalizers' patch
+// then failed.
+func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) (wroteStatus bool, err error) {
 	finalizers := slices.Clone(job.Finalizers)
 	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
 		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		if err != nil {
-			return client.IgnoreNotFound(err)
+			return false, client.IgnoreNotFound(err)
 		}
+		wroteStatus = true
 	}
 	if slices.Equal(base.Finalizers, finalizers) {
-		return nil
+		return wroteStatus, nil
 	}
 	from := job.DeepCopy()
 	from.Finalizers = base.Finalizers
 	job.Finalizers = finalizers
-	return client.IgnoreNotFound(r.Client.Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
+	return wroteStatus, client.IgnoreNotFound(r.Client.Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
 }
 
-func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.ShellJob) (ctrl.Result, error) {
-	now := r.Clock.Now()
+func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
 	num, err := r.numbers.number(ctx, job)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -555,6 +627,7 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 	}
 	s := sentSignal{step: shellv1alpha1.StopStep{Signal: next, Time: metav1.NewTime(now), GroupEmpty: resp.GroupEmpty}, at: now}
 	r.noteSignal(job.UID, s)
+	metrics.SignalSent(shelljob.Pool(job), string(next))
 	job.Status.StopSteps = append(job.Status.StopSteps, s.step)
 
 	msg := fmt.Sprintf("#%d: sent %s to process group %d", job.Status.Number, next, job.Status.PGID)
@@ -931,6 +1004,7 @@ func (r *ShellJobReconciler) forgetUID(uid types.UID) {
 	r.mu.Lock()
 	delete(r.starts, uid)
 	delete(r.stops, uid)
+	delete(r.placedAt, uid)
 	r.mu.Unlock()
 	r.facts.forget(uid)
 	r.numbers.forget(uid)
@@ -972,6 +1046,7 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	r.uids = map[types.NamespacedName]types.UID{}
 	r.starts = map[types.UID]int{}
 	r.stops = map[types.UID][]sentSignal{}
+	r.placedAt = map[types.UID]time.Time{}
 
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&shellv1alpha1.ShellJob{}).

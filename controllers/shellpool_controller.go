@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/metrics"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -84,6 +85,7 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			metrics.ForgetPool(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -91,6 +93,7 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if pool.DeletionTimestamp != nil {
+		metrics.ForgetPool(pool.Name)
 		return ctrl.Result{}, r.deleteWorkers(ctx, pool)
 	}
 	if !controllerutil.ContainsFinalizer(pool, PoolFinalizer) {
@@ -238,6 +241,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	if r.setStatus(pool, rev, current, load, queued, oldRevs, refusal) && refusal != "" {
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, shellv1alpha1.ShellPoolAvailableReasonServiceAccountNotAllowed, "Scale", refusal)
 	}
+	metrics.SetPoolWorkers(pool.Name, pool.Status.ReadyReplicas, pool.Status.BusyReplicas)
 	if r.streams != nil {
 		r.streams.Kick()
 	}

@@ -10,6 +10,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,6 +78,9 @@ func install(t *testing.T, c client.Client, manifests []byte) []*unstructured.Un
 
 type access struct {
 	verb, group, resource, subresource, name, namespace string
+	// path is a non-resource URL, such as /metrics; it replaces the
+	// resource.
+	path string
 }
 
 // allowed asks the API server whether the ServiceAccount sa of the release
@@ -86,11 +90,15 @@ func allowed(t *testing.T, c client.Client, sa string, a access) bool {
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   "system:serviceaccount:" + namespace + ":" + sa,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
+	}}
+	if a.path != "" {
+		review.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: a.path, Verb: a.verb}
+	} else {
+		review.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
 			Namespace: a.namespace, Verb: a.verb, Group: a.group, Resource: a.resource,
 			Subresource: a.subresource, Name: a.name,
-		},
-	}}
+		}
+	}
 	if err := c.Create(context.Background(), review); err != nil {
 		t.Fatalf("SubjectAccessReview: %v", err)
 	}
@@ -110,6 +118,15 @@ func TestOnAPIServer(t *testing.T) {
 	install(t, c, valueSets[0].render(t,
 		"--set", "bot.token=123:abc", "--set", "bot.appId=17349", "--set", "bot.appHash=f00d", "--set", "bot.admins={1}"))
 	workers := valueSets[0].workers
+	// What the chart's comment asks of an installer whose Prometheus
+	// scrapes the operator.
+	if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scraper-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-" + namespace + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: namespace}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		sa   string
@@ -139,12 +156,18 @@ func TestOnAPIServer(t *testing.T) {
 		{"shelljob-operator", access{verb: "update", resource: "configmaps", name: "shelljob-counter", namespace: namespace}, true},
 		{"shelljob-operator", access{verb: "update", group: "coordination.k8s.io", resource: "leases", name: "shelljob-operator.shell.shelljob.dev", namespace: namespace}, true},
 		{"shelljob-operator", access{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews"}, true},
+		{"shelljob-operator", access{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"}, true},
+		{"shelljob-operator", access{verb: "get", path: "/metrics"}, false},
+		// A scraper that the metrics-reader ClusterRole is bound to below.
+		{"scraper", access{verb: "get", path: "/metrics"}, true},
+		{"scraper", access{verb: "get", path: "/debug/pprof/"}, false},
+		{"scraper", access{verb: "get", resource: "pods", namespace: namespace}, false},
 		{"shelljob-operator", access{verb: "get", resource: "secrets", namespace: namespace}, false},
 		{"shelljob-operator", access{verb: "list", resource: "pods", namespace: "kube-system"}, false},
 	} {
 		a := tc.a
 		if got := allowed(t, c, tc.sa, a); got != tc.want {
-			t.Errorf("%s: %s %s %s/%s %q in %q: allowed %v, want %v", tc.sa, a.verb, a.group, a.resource, a.subresource, a.name, a.namespace, got, tc.want)
+			t.Errorf("%s: %s %s %s/%s %q in %q%s: allowed %v, want %v", tc.sa, a.verb, a.group, a.resource, a.subresource, a.name, a.namespace, a.path, got, tc.want)
 		}
 	}
 
