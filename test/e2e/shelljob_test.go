@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -487,6 +489,7 @@ func TestJobsIsolated(t *testing.T) {
 		fmt.Fprintf(&probes, "probe %[1]s-agent 'shelljob-agent signal --job %[2]s --signal KILL'\n", j.Name, j.UID)
 	}
 	fmt.Fprintf(&probes, "probe victim-kill 'kill -0 -- -%d'\n", victim.Status.PGID)
+	fmt.Fprintf(&probes, "echo \"why $(shelljob-agent signal --job %s --signal KILL 2>&1)\"\n", victim.UID)
 	fmt.Fprintf(&probes, "probe own-files 'echo mine > \"$SHELLJOB_OUT/mine\" && cat \"$SHELLJOB_OUT/mine\"'\n")
 	fmt.Fprintf(&probes, "echo uid $(id -u)\n")
 
@@ -508,6 +511,10 @@ func TestJobsIsolated(t *testing.T) {
 				switch {
 				case name == "own-files" && verdict != "allowed":
 					t.Errorf("the job cannot use its own $SHELLJOB_OUT: %q", line)
+				case strings.HasPrefix(line, "why "):
+					if !strings.Contains(line, "permission denied") {
+						t.Errorf("the agent's socket refused the job for another reason: %q", line)
+					}
 				case strings.HasPrefix(line, "uid "):
 					uid, _ := strconv.Atoi(strings.TrimPrefix(line, "uid "))
 					if uid == 0 {
@@ -525,5 +532,58 @@ func TestJobsIsolated(t *testing.T) {
 	}
 	if v := Get(t, victim); v.Status.Phase != shellv1alpha1.PhaseStopped {
 		t.Errorf("the victim ended %s, want Stopped (by the test, not by a probe)", v.Status.Phase)
+	}
+}
+
+// TestOperatorMetrics: the operator's metrics endpoint answers only a
+// token allowed to get /metrics, and shows the jobs, waits and workers.
+func TestOperatorMetrics(t *testing.T) {
+	WaitForJobEnd(t, Create(t, Job(t, "metered", "true"))[0], JobTimeout)
+	reader, stranger := "e2e-metrics-reader", "e2e-metrics-stranger"
+	binding := "e2e-shelljob-metrics-reader"
+	for _, sa := range []string{reader, stranger} {
+		run(t, "-n", Namespace, "create", "serviceaccount", sa)
+		t.Cleanup(func() { _, _ = kubectlCmd("-n", Namespace, "delete", "serviceaccount", sa).CombinedOutput() })
+	}
+	run(t, "create", "clusterrolebinding", binding, "--clusterrole=shelljob-"+Namespace+"-metrics-reader", "--serviceaccount="+Namespace+":"+reader)
+	t.Cleanup(func() { _, _ = kubectlCmd("delete", "clusterrolebinding", binding).CombinedOutput() })
+	url, err := portForward("shelljob-operator-metrics", 8443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := strings.Replace(url, "http://", "https://", 1)
+	// kubectl get --raw, as a scraper would: no kubeconfig but the
+	// endpoint and the token (the operator's certificate is self-signed).
+	getRaw := func(token string) (string, error) {
+		args := []string{"--kubeconfig", os.DevNull, "--server", server, "--insecure-skip-tls-verify", "get", "--raw", "/metrics"}
+		if token != "" {
+			args = append(args, "--token", token)
+		}
+		out, err := exec.Command(kubectl[0], args...).CombinedOutput()
+		return string(out), err
+	}
+	token := func(sa string) string { return strings.TrimSpace(run(t, "-n", Namespace, "create", "token", sa)) }
+
+	var out string
+	poll(t, time.Minute, "the metrics, with the reader's token", func() (bool, string) {
+		out, err = getRaw(token(reader))
+		return err == nil, fmt.Sprintf("%v: %.300s", err, out)
+	})
+	for _, want := range []string{
+		`shelljob_jobs_started_total{pool="` + Pool + `"}`,
+		`shelljob_jobs_finished_total{phase="Succeeded",pool="` + Pool + `",reason="Exited"}`,
+		`shelljob_job_queue_wait_seconds_count{pool="` + Pool + `"}`,
+		`shelljob_job_start_latency_seconds_bucket{pool="` + Pool + `"`,
+		`shelljob_pool_workers{pool="` + Pool + `",state="ready"} ` + strconv.Itoa(PoolSize),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the metrics lack %s", want)
+		}
+	}
+	if out, err := getRaw(token(stranger)); err == nil || !strings.Contains(out, "Forbidden") {
+		t.Errorf("a token without the right to get /metrics: %v, %.200s", err, out)
+	}
+	if out, err := getRaw(""); err == nil || !strings.Contains(out, "Unauthorized") {
+		t.Errorf("no token: %v, %.200s", err, out)
 	}
 }
