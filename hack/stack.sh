@@ -124,7 +124,15 @@ crds() {
 chart() {
   local pub args=()
   pub="$(kubectl -n "${STACK_NAMESPACE}" get secret "${FAKETG}-key" -o jsonpath='{.data.pub\.pem}' | base64 -d)"
-  args=(upgrade --install "${RELEASE}" "${ROOT_DIR}/charts/shelljob" -n "${STACK_NAMESPACE}"
+  # upgrade --install takes the last of an unsorted history, so a release
+  # with 10 revisions or more and an uninstalled one kept (the uninstall
+  # e2e case) looks uninstalled to it: a deployed release gets a plain
+  # upgrade.
+  local verb=(upgrade --install)
+  if [[ "$(helm -n "${STACK_NAMESPACE}" status "${RELEASE}" -o json 2>/dev/null | jq -r '.info.status')" == deployed ]]; then
+    verb=(upgrade)
+  fi
+  args=("${verb[@]}" "${RELEASE}" "${ROOT_DIR}/charts/shelljob" -n "${STACK_NAMESPACE}"
     -f "${HACK_DIR}/stack-values.yaml"
     --set-string "bot.telegram.dcAddress=${FAKETG}.${STACK_NAMESPACE}.svc:8443"
     --set-string "bot.telegram.publicKey=${pub}"
