@@ -75,7 +75,7 @@ func plugin(ctx context.Context, user, ns string, in io.Reader, args ...string) 
 }
 
 // The origin policy refuses a CLI job that names anyone but its creator,
-// and a Telegram job from a person; the plugin names its creator as the
+// and a Telegram job from anyone but the bot (config/bot's account); the plugin names its creator as the
 // API server sees them, so its jobs pass.
 func TestOriginPolicy(t *testing.T) {
 	applyPolicy(t)
@@ -99,12 +99,17 @@ func TestOriginPolicy(t *testing.T) {
 		t.Fatalf("a forged user: %v", err)
 	}
 	tg := utiltesting.MakeShellJob("tg", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "42"})
-	if err := alice.Create(ctx, tg.Obj()); err == nil || !strings.Contains(err.Error(), "only a ServiceAccount") {
+	const onlyBot = "only the shelljob bot's ServiceAccount"
+	if err := alice.Create(ctx, tg.Obj()); err == nil || !strings.Contains(err.Error(), onlyBot) {
 		t.Errorf("a Telegram job from a person: %v", err)
 	}
-	bot := as(t, "system:serviceaccount:"+ns+":shelljob-bot")
+	other := as(t, "system:serviceaccount:"+ns+":shelljob-bot")
+	if err := other.Create(ctx, tg.Clone().Obj()); err == nil || !strings.Contains(err.Error(), onlyBot) {
+		t.Errorf("a Telegram job from another ServiceAccount: %v", err)
+	}
+	bot := as(t, "system:serviceaccount:shelljob-system:shelljob-bot")
 	if err := bot.Create(ctx, tg.Clone().Obj()); err != nil {
-		t.Errorf("a Telegram job from a ServiceAccount: %v", err)
+		t.Errorf("a Telegram job from the bot: %v", err)
 	}
 	honest := utiltesting.MakeShellJob("honest", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"})
 	if err := alice.Create(ctx, honest.Obj()); err != nil {
