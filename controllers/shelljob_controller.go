@@ -656,20 +656,26 @@ var (
 	}
 )
 
-// exited records the end the agent reported.
-func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) (ctrl.Result, error) {
+// recordExit writes the end the agent reported into the job's status, and
+// says it in words ("exit 3").
+func recordExit(job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) string {
 	at := f.ExitedAt
 	if at.IsZero() {
 		at = now
 	}
 	job.Status.CompletionTime = ptr.To(metav1.NewTime(at))
 	job.Status.OutputBytes, job.Status.DroppedBytes = f.OutputBytes, f.DroppedBytes
-	exit := "exit status unknown"
 	job.Status.ExitCode = nil
-	if f.ExitCode != nil {
-		job.Status.ExitCode = ptr.To(int32(*f.ExitCode))
-		exit = fmt.Sprintf("exit %d", *f.ExitCode)
+	if f.ExitCode == nil {
+		return "exit status unknown"
 	}
+	job.Status.ExitCode = ptr.To(int32(*f.ExitCode))
+	return fmt.Sprintf("exit %d", *f.ExitCode)
+}
+
+// exited records the end the agent reported.
+func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) (ctrl.Result, error) {
+	exit := recordExit(job, f, now)
 	sent := r.sentSignals(job)
 	job.Status.StopSteps = steps(sent)
 	switch {
@@ -765,12 +771,7 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 		}
 		reason, why = shellv1alpha1.ShellJobFinishedReasonWorkerLost, "shut down"
 	}
-	job.Status.CompletionTime = ptr.To(metav1.NewTime(f.ExitedAt))
-	job.Status.OutputBytes, job.Status.DroppedBytes = f.OutputBytes, f.DroppedBytes
-	job.Status.ExitCode = nil
-	if f.ExitCode != nil {
-		job.Status.ExitCode = ptr.To(int32(*f.ExitCode))
-	}
+	recordExit(job, f, now)
 	return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran; its agent stopped the command", key.Name, why))
 }
 
@@ -820,11 +821,13 @@ func (r *ShellJobReconciler) pod(ctx context.Context, key types.NamespacedName) 
 // workerEnd tells whether a worker pod is gone or going, and how: the
 // Finished reason of a job that ran there, and what happened to the pod.
 func workerEnd(pod *corev1.Pod) (reason, why string, ended bool) {
-	switch {
-	case pod == nil:
+	if pod == nil {
 		return shellv1alpha1.ShellJobFinishedReasonWorkerLost, "was deleted", true
-	case evicted(pod) != "":
-		return shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (" + evicted(pod) + ")", true
+	}
+	if msg := evicted(pod); msg != "" {
+		return wasEvicted(msg)
+	}
+	switch {
 	case oomKilled(pod):
 		return shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "was killed out of memory, at its limit of " + memoryLimit(pod), true
 	case pod.DeletionTimestamp != nil:
@@ -854,7 +857,7 @@ func (r *ShellJobReconciler) workerEnd(ctx context.Context, job *shellv1alpha1.S
 	since := scheduledAt(job).Add(-time.Second)
 	for _, e := range events.Items {
 		if e.InvolvedObject.Kind == "Pod" && !eventTime(e).Before(since) {
-			return shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (" + strings.TrimSuffix(strings.TrimSpace(e.Message), ".") + ")", true
+			return wasEvicted(e.Message)
 		}
 	}
 	return reason, why, ended
@@ -871,15 +874,23 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// wasEvicted is workerEnd's answer for a pod evicted with message msg.
+func wasEvicted(msg string) (reason, why string, ended bool) {
+	return shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (" + clause(msg) + ")", true
+}
+
+// clause is a message as a part of a sentence: no final period.
+func clause(msg string) string { return strings.TrimSuffix(strings.TrimSpace(msg), ".") }
+
 // evicted is why the pod was evicted, or "" if it was not: the kubelet's
 // message (a full spool, node pressure), or the disruption's.
 func evicted(pod *corev1.Pod) string {
 	if pod.Status.Reason == "Evicted" {
-		return strings.TrimSuffix(strings.TrimSpace(cmp.Or(pod.Status.Message, "Evicted")), ".")
+		return cmp.Or(pod.Status.Message, "Evicted")
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return strings.TrimSuffix(strings.TrimSpace(cmp.Or(c.Message, c.Reason)), ".")
+			return cmp.Or(c.Message, c.Reason)
 		}
 	}
 	return ""
