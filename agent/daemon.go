@@ -152,9 +152,12 @@ type Daemon struct {
 	mu       sync.Mutex
 	jobs     map[string]*job
 	starting map[string]chan struct{}
-	subs     map[*subscriber]struct{}
-	conns    map[net.Conn]struct{}
-	closing  bool
+	// started is closed, and replaced, whenever a job starts: await's
+	// wake-up.
+	started chan struct{}
+	subs    map[*subscriber]struct{}
+	conns   map[net.Conn]struct{}
+	closing bool
 
 	// shellMu serializes Stateful starts; shell is the persistent shell.
 	shellMu sync.Mutex
@@ -173,6 +176,7 @@ func New(opts Options) *Daemon {
 		shellHome: opts.Home,
 		jobs:      map[string]*job{},
 		starting:  map[string]chan struct{}{},
+		started:   make(chan struct{}),
 		subs:      map[*subscriber]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 	}
@@ -460,6 +464,27 @@ func (d *Daemon) lookup(id string) (*job, error) {
 	return nil, fmt.Errorf("job %s: %w", id, agentapi.ErrUnknownJob)
 }
 
+// await returns the job once it has started, waiting for its start until
+// ctx ends.
+func (d *Daemon) await(ctx context.Context, id string) (*job, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	for {
+		d.mu.Lock()
+		j, started := d.jobs[id], d.started
+		d.mu.Unlock()
+		if j != nil {
+			return j, nil
+		}
+		select {
+		case <-started:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("job %s did not start: %w", id, ctx.Err())
+		}
+	}
+}
+
 // Start runs a job once: a second start of the same job answers as the
 // first and runs nothing.
 func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error) {
@@ -516,6 +541,8 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	d.mu.Lock()
 	d.jobs[j.id] = j
 	d.broadcastLocked(j.startedEvent())
+	close(d.started)
+	d.started = make(chan struct{})
 	d.mu.Unlock()
 	d.log.V(1).Info("job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful)
 	go func() {

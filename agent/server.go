@@ -117,20 +117,26 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		return d.Events(ctx, func(e agentapi.Event) error { return enc.Encode(e) }, bw.Flush)
 
 	case agentapi.CmdFollow:
-		if req.Offset < 0 {
+		if req.Offset < 0 && req.Offset != agentapi.AwaitStart {
 			return d.reply(bw, errorReply(fmt.Errorf("negative offset %d", req.Offset)))
 		}
-		j, err := d.lookup(req.Job)
+		ctx, cancel := clientGone(r)
+		defer cancel()
+		var j *job
+		var err error
+		if req.Offset == agentapi.AwaitStart {
+			j, err = d.await(ctx, req.Job)
+		} else {
+			j, err = d.lookup(req.Job)
+		}
 		if err != nil {
 			return d.reply(bw, errorReply(err))
 		}
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		ctx, cancel := clientGone(r)
-		defer cancel()
 		fw := agentapi.NewFrameWriter(bw)
-		pos, err := j.spool.Follow(ctx, req.Offset, flushing{fw, bw})
+		pos, err := j.spool.Follow(ctx, max(req.Offset, 0), flushing{fw, bw})
 		if err != nil {
 			// Cut without an e frame: the reader follows again from pos.
 			return err

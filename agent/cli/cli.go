@@ -29,10 +29,11 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent signal --job J --signal INT|TERM|KILL
        shelljob-agent stop --job J [--step 2s]   INT, TERM, KILL, a step apart
        shelljob-agent events [--watch-stdin]
-       shelljob-agent follow --job J [--offset N] [--framed] [--watch-stdin]
+       shelljob-agent follow --job J [--offset N|-1] [--framed] [--watch-stdin]   -1: await the start
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
+       shelljob-agent control                requests on stdin, answers and events on stdout
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -54,6 +55,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdPutFiles: putFiles,
 		agentapi.CmdGetFiles: getFiles,
 		agentapi.CmdPing:     ping,
+		agentapi.CmdControl:  control,
 	}[cmd]
 	if run == nil {
 		fmt.Fprint(stderr, usage)
@@ -303,7 +305,7 @@ func follow(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *offset < 0 {
+	if *offset < 0 && *offset != agentapi.AwaitStart {
 		return usageError{fmt.Errorf("negative --offset %d", *offset)}
 	}
 	ctx, cancel := e.context(*watch)
@@ -313,6 +315,17 @@ func follow(e *env, args []string) error {
 	}
 	_, err = c.Follow(ctx, e.job, *offset, e.stdout)
 	return err
+}
+
+func control(e *env, args []string) error {
+	e.flags()
+	c, err := e.parse(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.Control(ctx, e.stdin, e.stdout)
 }
 
 func putFiles(e *env, args []string) error {

@@ -9,6 +9,6 @@ import (
 )
 
 // newAgentClient reaches the workers' agents by pod exec.
-func newAgentClient(cfg *rest.Config) (agentapi.Client, error) {
-	return agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer})
+func newAgentClient(cfg *rest.Config, warm bool) (agentapi.Client, error) {
+	return agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer, Warm: warm})
 }

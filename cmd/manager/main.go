@@ -46,6 +46,7 @@ func run() int {
 		workerImage            string
 		allowedSAs, selfSA     string
 		jobTTL                 time.Duration
+		warmChannels           bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -66,6 +67,9 @@ func run() int {
 	flag.DurationVar(&jobTTL, "job-ttl", controllers.DefaultJobTTL, fmt.Sprintf(
 		"How long a finished job that sets no spec.ttlSecondsAfterFinished stays, counted from its end, or from its delivery once the bot marked it delivered; "+
 			"a Telegram job is kept until it is delivered or %v after its end. 0 keeps such jobs.", controllers.DefaultDeliveryGrace))
+	flag.BoolVar(&warmChannels, "warm-channels", true,
+		"Keep a warm control channel (one long-lived exec) to each worker's agent, carrying its events, starts and signals; "+
+			"false: its events stream alone, and an exec per start and per signal, as when a channel is down.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -123,7 +127,7 @@ func run() int {
 		log.Error(err, "Create the manager")
 		return 1
 	}
-	agent, err := newAgentClient(cfg)
+	agent, err := newAgentClient(cfg, warmChannels)
 	if err != nil {
 		log.Error(err, "Create the agent client")
 		return 1

@@ -36,7 +36,9 @@ const (
 // as FlagProtocol; an agent that speaks only older versions exits with
 // ExitProtocol. Versions only grow: a new field in a JSON answer, or a new
 // frame kind in the follow stream, needs a new version.
-const ProtocolVersion = 1
+//
+// Version 2 added the control subcommand and follow's AwaitStart.
+const ProtocolVersion = 2
 
 // Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
 // that runs for one exec:
@@ -51,6 +53,9 @@ const ProtocolVersion = 1
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
 //	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
+//	control    the warm control channel: stdin: ControlRequest JSON lines;
+//	           stdout: ControlMessage JSON lines, the event stream's events
+//	           and the answers, until stdin closes or the daemon ends.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.
@@ -62,7 +67,13 @@ const (
 	CmdPutFiles = "put-files"
 	CmdGetFiles = "get-files"
 	CmdPing     = "ping"
+	CmdControl  = "control"
 )
+
+// AwaitStart, passed as follow's offset, makes it wait for the job to
+// start on the pod and then follow it from 0. A reader can so open its
+// follow as soon as the job is placed, while the operator starts it.
+const AwaitStart int64 = -1
 
 // Flags of the subcommands.
 const (
@@ -99,12 +110,17 @@ var (
 	ErrStarted = errors.New("job already started")
 	// ErrProtocol: the agent does not speak ProtocolVersion.
 	ErrProtocol = errors.New("agent protocol mismatch")
+	// ErrUsage: the agent did not understand the subcommand or its flags,
+	// as an agent older than the subcommand answers.
+	ErrUsage = errors.New("agent usage error")
 )
 
 // ExitError maps an exit code of a subcommand to one of the errors above,
 // or nil for the codes it does not know.
 func ExitError(code int) error {
 	switch code {
+	case ExitUsage:
+		return ErrUsage
 	case ExitUnknownJob:
 		return ErrUnknownJob
 	case ExitBusy:
@@ -220,12 +236,40 @@ type Client interface {
 	// number of bytes written to w. A reader that keeps up gets every byte;
 	// one that falls behind by more than the tail cap gets the gap line.
 	// Following an ended job from 0 gives exactly what the spool kept.
+	//
+	// With offset AwaitStart, Follow first waits for the job to start on
+	// the pod, for as long as ctx lasts, then follows it from 0.
 	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.
 	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
 	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream.
 	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+}
+
+// ControlRequest is one line on the control channel's stdin: a start or a
+// signal, answered by the ControlMessage with the same ID.
+type ControlRequest struct {
+	ID uint64 `json:"id"`
+	// Op is CmdStart or CmdSignal.
+	Op     string        `json:"op"`
+	Start  *StartRequest `json:"start,omitempty"`
+	Job    string        `json:"job,omitempty"`
+	Signal Signal        `json:"signal,omitempty"`
+}
+
+// ControlMessage is one line on the control channel's stdout: an event of
+// the event stream (Event set), or the answer to the request ID.
+type ControlMessage struct {
+	Event *Event `json:"event,omitempty"`
+
+	ID     uint64          `json:"id,omitempty"`
+	Start  *StartResponse  `json:"start,omitempty"`
+	Signal *SignalResponse `json:"signal,omitempty"`
+	// Error is a failed request's error, and Code the exit code the
+	// one-shot subcommand would have given it (ExitUnknownJob…).
+	Error string `json:"error,omitempty"`
+	Code  int    `json:"code,omitempty"`
 }
 
 // Signal is a signal the agent sends to a process group.

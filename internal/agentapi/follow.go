@@ -100,6 +100,7 @@ func (t TextSink) AfterStop(n int64) error {
 // to w as TextSink does, and returns the offset reached. It returns nil
 // once the e frame came, and io.ErrUnexpectedEOF for a stream cut before.
 func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
+	offset = max(offset, 0) // AwaitStart follows from 0
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic := make([]byte, len(FollowMagic))
 	if _, err := io.ReadFull(br, magic); err != nil {

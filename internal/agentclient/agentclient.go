@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +34,11 @@ type Options struct {
 	// Container is the worker container that runs the agent. Defaults to
 	// none named, which the API server takes as the pod's only container.
 	Container string
+	// Warm makes Events run the agent's warm control channel rather than
+	// its events stream alone: while a pod's channel is up, Start and
+	// Signal to that pod go over it instead of an exec each. The operator,
+	// which keeps an events stream per worker, sets it.
+	Warm bool
 }
 
 // Client is agentapi.Client over pod exec.
@@ -40,9 +46,13 @@ type Client struct {
 	config    *rest.Config
 	rest      rest.Interface
 	container string
+	warm      bool
 	// executor makes the exec's transport; a field so that tests can
 	// replace it.
 	executor func(u *url.URL) (remotecommand.Executor, error)
+
+	mu       sync.Mutex
+	channels map[types.NamespacedName]*channel
 }
 
 var _ agentapi.Client = (*Client)(nil)
@@ -53,7 +63,10 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent client: %w", err)
 	}
-	c := &Client{config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container}
+	c := &Client{
+		config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container, warm: opts.Warm,
+		channels: map[types.NamespacedName]*channel{},
+	}
 	c.executor = c.newExecutor
 	return c, nil
 }
@@ -164,6 +177,15 @@ func (c *capped) String() string { return c.b.String() }
 // Start implements agentapi.Client.
 func (c *Client) Start(ctx context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
 	var resp agentapi.StartResponse
+	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdStart, Job: req.Job, Start: &req}); ok {
+		if err == nil && m.Start == nil {
+			err = fmt.Errorf("agent start in pod %s: empty answer", pod)
+		}
+		if err != nil {
+			return resp, err
+		}
+		return *m.Start, nil
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return resp, err
@@ -181,6 +203,15 @@ func (c *Client) Start(ctx context.Context, pod types.NamespacedName, req agenta
 // Signal implements agentapi.Client.
 func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
 	var resp agentapi.SignalResponse
+	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdSignal, Job: job, Signal: sig}); ok {
+		if err == nil && m.Signal == nil {
+			err = fmt.Errorf("agent signal in pod %s: empty answer", pod)
+		}
+		if err != nil {
+			return resp, err
+		}
+		return *m.Signal, nil
+	}
 	var out bytes.Buffer
 	cmd := argv(agentapi.CmdSignal, flag(agentapi.FlagJob, job), flag(agentapi.FlagSignal, string(sig)))
 	if err := c.exec(ctx, pod, cmd, nil, &out); err != nil {
@@ -198,6 +229,11 @@ func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job strin
 func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command []string, read func(io.Reader) error) (streamErr, readErr error) {
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
+	return c.streamIn(ctx, pod, command, stdinR, read)
+}
+
+// streamIn is stream with the caller's stdin.
+func (c *Client) streamIn(ctx context.Context, pod types.NamespacedName, command []string, stdin io.Reader, read func(io.Reader) error) (streamErr, readErr error) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -207,7 +243,7 @@ func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command [
 		outR.CloseWithError(errors.Join(err, errReaderDone))
 		done <- err
 	}()
-	streamErr = c.exec(ctx, pod, command, stdinR, outW)
+	streamErr = c.exec(ctx, pod, command, stdin, outW)
 	outW.CloseWithError(io.EOF)
 	return streamErr, <-done
 }
@@ -215,8 +251,14 @@ func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command [
 var errReaderDone = errors.New("reader done")
 
 // Events implements agentapi.Client. It always returns an error: ctx's, or
-// why the stream ended.
+// why the stream ended. With Options.Warm it runs the pod's control
+// channel, or the events stream alone when the agent has none.
 func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
+	if c.warm {
+		if err := c.control(ctx, pod, handle); !errors.Is(err, errNoControl) {
+			return err
+		}
+	}
 	cmd := argv(agentapi.CmdEvents, agentapi.FlagWatchStdin)
 	streamErr, readErr := c.stream(ctx, pod, cmd, func(r io.Reader) error { return decodeEvents(r, handle) })
 	if streamErr != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,7 @@ func TestExecURL(t *testing.T) {
 		t.Errorf("path %s", u.Path)
 	}
 	q := u.Query()
-	want := []string{agentapi.AgentPath, "follow", "--protocol=1", "--job=uid-1", "--framed"}
+	want := []string{agentapi.AgentPath, "follow", "--protocol=" + strconv.Itoa(agentapi.ProtocolVersion), "--job=uid-1", "--framed"}
 	if !slices.Equal(q["command"], want) {
 		t.Errorf("command %q, want %q", q["command"], want)
 	}

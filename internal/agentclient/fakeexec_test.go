@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +43,34 @@ func startDaemon(t *testing.T, extra ...string) string {
 type fakeExec struct {
 	t    *testing.T
 	pods map[string]string // namespace/name -> spool dir
+	// refuse answers these subcommands with this exit code, as an older
+	// agent does.
+	refuse map[string]int
 
+	mu      sync.Mutex
+	calls   []string             // the subcommands run, in order
+	running map[*exec.Cmd]string // the running ones
+}
+
+// ran returns the subcommands run so far.
+func (f *fakeExec) ran() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// kill kills the running processes of a subcommand, as a cut exec.
+func (f *fakeExec) kill(sub string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for cmd, s := range f.running {
+		if s == sub {
+			_ = cmd.Process.Kill()
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -79,6 +108,15 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer conn.Close()
 	_, _ = streams[1].Write(nil) // the connection is up
 
+	f.mu.Lock()
+	f.calls = append(f.calls, command[1])
+	code, refused := f.refuse[command[1]]
+	f.mu.Unlock()
+	if refused {
+		_, _ = fmt.Fprintf(streams[2], "usage: shelljob-agent ...\n")
+		writeStatus(streams[3], code)
+		return
+	}
 	cmd := agentProcess(dir, command[1:]...)
 	cmd.Stdout, cmd.Stderr = streams[1], streams[2]
 	if stdin {
@@ -94,12 +132,31 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			in.Close()
 		}()
 	}
-	status := metav1.Status{Status: metav1.StatusSuccess}
-	if err := cmd.Run(); err != nil {
-		code := 1
+	code = 0
+	err = cmd.Start()
+	if err == nil {
+		f.mu.Lock()
+		f.running[cmd] = command[1]
+		f.mu.Unlock()
+		err = cmd.Wait()
+		f.mu.Lock()
+		delete(f.running, cmd)
+		f.mu.Unlock()
+	}
+	if err != nil {
+		code = 1
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		}
+	}
+	writeStatus(streams[3], code)
+}
+
+// writeStatus writes the exec's end on the error stream, as the API server
+// does.
+func writeStatus(w io.Writer, code int) {
+	status := metav1.Status{Status: metav1.StatusSuccess}
+	if code != 0 {
 		status = metav1.Status{
 			Status:  metav1.StatusFailure,
 			Reason:  remotecommand.NonZeroExitCodeReason,
@@ -110,11 +167,11 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	b, _ := json.Marshal(status)
-	_, _ = streams[3].Write(b)
+	_, _ = w.Write(b)
 }
 
 func newFakeAPIServer(t *testing.T, pods map[string]string) (*httptest.Server, *fakeExec) {
-	f := &fakeExec{t: t, pods: pods}
+	f := &fakeExec{t: t, pods: pods, running: map[*exec.Cmd]string{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return srv, f

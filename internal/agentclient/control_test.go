@@ -1,0 +1,201 @@
+package agentclient
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// eventLog runs Events for a pod and keeps what it reports.
+type eventLog struct {
+	mu     sync.Mutex
+	events []agentapi.Event
+	synced chan struct{}
+	done   chan error
+}
+
+func runEvents(ctx context.Context, c *Client) *eventLog {
+	l := &eventLog{synced: make(chan struct{}, 8), done: make(chan error, 1)}
+	go func() {
+		l.done <- c.Events(ctx, pod, func(e agentapi.Event) {
+			l.mu.Lock()
+			l.events = append(l.events, e)
+			l.mu.Unlock()
+			if e.Type == agentapi.EventSynced {
+				l.synced <- struct{}{}
+			}
+		})
+	}()
+	return l
+}
+
+// waitSynced waits for the stream's replay to end.
+func (l *eventLog) waitSynced(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.synced:
+	case err := <-l.done:
+		t.Fatalf("events ended: %v", err)
+	case <-time.After(waitLong):
+		t.Fatal("no synced event")
+	}
+}
+
+// exited waits for the job's exit event.
+func (l *eventLog) exited(t *testing.T, job string) agentapi.Event {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		for _, e := range l.events {
+			if e.Job == job && e.Type == agentapi.EventExited {
+				l.mu.Unlock()
+				return e
+			}
+		}
+		l.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no exit event of %s", job)
+	return agentapi.Event{}
+}
+
+func count(calls []string, sub string) int {
+	n := 0
+	for _, c := range calls {
+		if c == sub {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWarmChannel: with Warm, the events stream is the control channel,
+// and starts and signals go over it, not an exec each; a follow opened
+// before the start waits for it; a cut channel leaves the calls to
+// one-shot execs until it is open again.
+func TestWarmChannel(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	c := newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+
+	events := runEvents(ctx, c)
+	events.waitSynced(t)
+	if !c.ChannelUp(pod) {
+		t.Fatal("channel not up after the replay")
+	}
+
+	// The follow waits for the job that the start then runs.
+	followed := make(chan string, 1)
+	saw := &seen{want: "hi\n", found: make(chan struct{})}
+	go func() {
+		n, err := c.Follow(ctx, pod, "w1", agentapi.AwaitStart, saw)
+		out := saw.b.String()
+		if err != nil {
+			out += " error: " + err.Error()
+		}
+		if n != int64(len("hi\n")) {
+			out += " short"
+		}
+		followed <- out
+	}()
+	for !slices.Contains(f.ran(), agentapi.CmdFollow) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "w1", Command: "echo hi; exec sleep 100"})
+	if err != nil || resp.PGID <= 0 {
+		t.Fatalf("start over the channel: %+v, %v", resp, err)
+	}
+	if again, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "w1", Command: "exit 1"}); err != nil || again != resp {
+		t.Errorf("second start: %+v, %v", again, err)
+	}
+	select {
+	case <-saw.found:
+	case <-ctx.Done():
+		t.Fatal("the awaited follow got nothing")
+	}
+	sig, err := c.Signal(ctx, pod, "w1", agentapi.SIGINT)
+	if err != nil {
+		t.Fatalf("signal over the channel: %v", err)
+	}
+	if e := events.exited(t, "w1"); e.ExitCode == nil || *e.ExitCode != 130 {
+		t.Errorf("exit of w1: %+v (signal answered %+v)", e, sig)
+	}
+	if out := <-followed; out != "hi\n" {
+		t.Errorf("awaited follow got %q", out)
+	}
+	if _, err := c.Signal(ctx, pod, "nosuchjob", agentapi.SIGINT); !errors.Is(err, agentapi.ErrUnknownJob) ||
+		!strings.Contains(err.Error(), "agent signal in pod "+pod.String()) {
+		t.Errorf("signal to an unknown job: %v", err)
+	}
+	calls := f.ran()
+	if count(calls, agentapi.CmdStart) != 0 || count(calls, agentapi.CmdSignal) != 0 || count(calls, agentapi.CmdControl) != 1 {
+		t.Fatalf("execs with the channel up: %q", calls)
+	}
+
+	// Cut: the stream ends, and calls go through execs.
+	if f.kill(agentapi.CmdControl) != 1 {
+		t.Fatal("no control exec to cut")
+	}
+	select {
+	case err := <-events.done:
+		if err == nil || ctx.Err() != nil {
+			t.Fatalf("events after the cut: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("events did not end with the cut")
+	}
+	if c.ChannelUp(pod) {
+		t.Fatal("channel up after the cut")
+	}
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "w2", Command: "exit 3"}); err != nil {
+		t.Fatalf("start with the channel down: %v", err)
+	}
+	if n := count(f.ran(), agentapi.CmdStart); n != 1 {
+		t.Errorf("%d start execs with the channel down, want 1", n)
+	}
+
+	// Open again: the replay reports what happened meanwhile.
+	again := runEvents(ctx, c)
+	again.waitSynced(t)
+	if e := again.exited(t, "w2"); e.ExitCode == nil || *e.ExitCode != 3 {
+		t.Errorf("w2 replayed as %+v", e)
+	}
+	if !c.ChannelUp(pod) {
+		t.Error("channel not up again")
+	}
+}
+
+// TestWarmChannelOldAgent: an agent without the control channel gets the
+// events stream alone, and one exec per call.
+func TestWarmChannelOldAgent(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	f.refuse = map[string]int{agentapi.CmdControl: agentapi.ExitUsage}
+	c := newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+
+	events := runEvents(ctx, c)
+	events.waitSynced(t)
+	if c.ChannelUp(pod) {
+		t.Fatal("channel up on an agent without one")
+	}
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "o1", Command: "exit 4"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := events.exited(t, "o1"); e.ExitCode == nil || *e.ExitCode != 4 {
+		t.Errorf("o1: %+v", e)
+	}
+	if calls := f.ran(); !slices.Equal(calls, []string{agentapi.CmdControl, agentapi.CmdEvents, agentapi.CmdStart}) {
+		t.Errorf("execs: %q", calls)
+	}
+}
