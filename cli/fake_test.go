@@ -31,7 +31,7 @@ type fakeAgent struct {
 }
 
 func (a *fakeAgent) Follow(_ context.Context, _ types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
-	_, err := io.WriteString(w, a.Output[offset:])
+	_, err := io.WriteString(w, a.Output[max(offset, 0):])
 	return int64(len(a.Output)), err
 }
 

@@ -20,6 +20,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/termrender"
 )
@@ -139,6 +140,9 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 	var (
 		last      = sj
 		following bool
+		followPod string
+		// cancelFollow ends the follow of followPod.
+		cancelFollow context.CancelFunc
 		stopped   bool
 		queued    bool
 		steps     int
@@ -191,14 +195,26 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 				}
 				fmt.Fprintf(r.ErrOut, "⏹ #%d: %s sent%s\n", j.Status.Number, s.Signal, note)
 			}
-			if !following && shelljob.IsStarted(j) && j.Status.Pod != "" {
-				following = true
+			// The follow opens as soon as the job is placed, and the agent
+			// holds it until the command starts: its setup overlaps the
+			// start. A job placed again before it started (its worker was
+			// lost) is followed on its new worker.
+			if j.Status.Pod != "" && j.Status.Pod != followPod {
+				if following {
+					cancelFollow()
+					wg.Wait()
+				}
+				following, followPod = true, j.Status.Pod
 				pod := r.cluster.workerPod(j)
+				fctx, fcancel := context.WithCancel(ctx)
+				cancelFollow = fcancel
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if err := r.follow(ctx, pod, string(j.UID), out, ended.Load); err != nil {
-						followErr = err
+					if err := r.follow(fctx, pod, string(j.UID), out, ended.Load); err != nil {
+						if fctx.Err() == nil || ctx.Err() != nil {
+							followErr = err
+						}
 						return
 					}
 					// The output is closed: the job has ended, so its files
@@ -212,6 +228,10 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			}
 			ended.Store(true)
 			if following {
+				if !shelljob.IsStarted(j) {
+					// Nothing ran: nothing to wait for.
+					cancelFollow()
+				}
 				wg.Wait()
 			}
 			if rend != nil {
@@ -245,12 +265,20 @@ func isWaiting(j *shellv1alpha1.ShellJob) bool {
 
 // follow copies the job's output to w until it is closed, following again
 // from the offset reached after a cut stream, unless ended says the job has
-// ended (its worker may be gone).
+// ended (its worker may be gone). It may begin before the job starts: the
+// agent holds the follow until then.
 func (r *runner) follow(ctx context.Context, pod types.NamespacedName, job string, w io.Writer, ended func() bool) error {
-	var offset int64
+	offset := agentapi.AwaitStart
 	for {
 		reached, err := r.cluster.Agent.Follow(ctx, pod, job, offset, w)
-		offset = max(offset, reached)
+		if reached > 0 {
+			offset = max(offset, reached)
+		}
+		if offset == agentapi.AwaitStart && errors.Is(err, agentapi.ErrUsage) {
+			// An agent older than AwaitStart: follow from 0 once the job
+			// runs, retrying until then.
+			offset = 0
+		}
 		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
 			return err
 		}
