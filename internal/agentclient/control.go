@@ -94,7 +94,8 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 		}
 		return io.EOF
 	})
-	stdinR.CloseWithError(errChannelDown)
+	// Ends the exec's stdin copy, and the writer's write if one waits.
+	stdinW.Close()
 	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
 		return fmt.Errorf("agent control in pod %s: %w", pod, cause)
 	}
