@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 const (
@@ -23,6 +24,8 @@ const (
 	CounterKey = "next"
 	// counterAttempts bounds the retries of a conflicting counter update.
 	counterAttempts = 5
+	// maxNumberBlock bounds how many numbers one counter update takes.
+	maxNumberBlock = 64
 )
 
 // numberer hands out the #N of jobs: unique in a namespace and increasing,
@@ -41,10 +44,20 @@ type numberer struct {
 	// taken holds numbers given to jobs whose status may not show them yet,
 	// so a retried reconcile reuses its number instead of taking another.
 	taken map[types.UID]int64
+	// blocks holds, by namespace, the numbers the last counter update took
+	// and that no job got yet. One update takes a number for each job of
+	// the pool that waits for one, so a burst of jobs costs a few counter
+	// updates, not one per job, and a lone job takes one. A job deleted
+	// before it got its number leaves its number to the next job.
+	blocks map[string]*numberBlock
 }
 
+// numberBlock is a run of numbers taken from the counter: next is the
+// first unused, end is past the last.
+type numberBlock struct{ next, end int64 }
+
 func newNumberer(reader, jobs client.Reader, writer client.Writer) *numberer {
-	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{}}
+	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{}, blocks: map[string]*numberBlock{}}
 }
 
 // number returns the job's number, taking the next one if it has none.
@@ -58,11 +71,19 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 	if num, ok := n.taken[job.UID]; ok {
 		return num, nil
 	}
+	if b := n.blocks[job.Namespace]; b != nil && b.next < b.end {
+		num := b.next
+		b.next++
+		n.taken[job.UID] = num
+		return num, nil
+	}
+	size := n.waiting(ctx, job)
 	var err error
 	for range counterAttempts {
 		var num int64
-		if num, err = n.next(ctx, job.Namespace); err == nil {
+		if num, err = n.next(ctx, job.Namespace, size); err == nil {
 			n.taken[job.UID] = num
+			n.blocks[job.Namespace] = &numberBlock{next: num + 1, end: num + size}
 			return num, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
@@ -72,6 +93,22 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 	return 0, fmt.Errorf("take a job number: %w", err)
 }
 
+// waiting counts the jobs of the job's pool that wait for a number, itself
+// included, up to maxNumberBlock; 1 if the cache cannot tell.
+func (n *numberer) waiting(ctx context.Context, job *shellv1alpha1.ShellJob) int64 {
+	jobs, err := jobsOfPool(ctx, n.jobs, job.Namespace, shelljob.Pool(job))
+	if err != nil {
+		return 1
+	}
+	var k int64
+	for _, j := range jobs {
+		if _, ok := n.taken[j.UID]; !ok && j.Status.Number == 0 && j.UID != job.UID {
+			k++
+		}
+	}
+	return min(k+1, maxNumberBlock)
+}
+
 // forget drops what is known of a job that went away.
 func (n *numberer) forget(uid types.UID) {
 	n.mu.Lock()
@@ -79,7 +116,8 @@ func (n *numberer) forget(uid types.UID) {
 	n.mu.Unlock()
 }
 
-func (n *numberer) next(ctx context.Context, ns string) (int64, error) {
+// next takes size numbers from the counter and returns the first.
+func (n *numberer) next(ctx context.Context, ns string, size int64) (int64, error) {
 	cm := &corev1.ConfigMap{}
 	err := n.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: CounterConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
@@ -94,7 +132,7 @@ func (n *numberer) next(ctx context.Context, ns string) (int64, error) {
 				Name:      CounterConfigMap,
 				Labels:    map[string]string{"app.kubernetes.io/managed-by": "shelljob-operator"},
 			},
-			Data: map[string]string{CounterKey: strconv.FormatInt(first+1, 10)},
+			Data: map[string]string{CounterKey: strconv.FormatInt(first+size, 10)},
 		}
 		return first, n.writer.Create(ctx, cm)
 	}
@@ -112,7 +150,7 @@ func (n *numberer) next(ctx context.Context, ns string) (int64, error) {
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[CounterKey] = strconv.FormatInt(num+1, 10)
+	cm.Data[CounterKey] = strconv.FormatInt(num+size, 10)
 	// Update sends the resourceVersion read above: a concurrent change
 	// makes it fail with a conflict, and the caller tries again.
 	return num, n.writer.Update(ctx, cm)

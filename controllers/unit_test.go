@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -98,6 +100,48 @@ func TestNumbererStartsAboveExistingJobs(t *testing.T) {
 	}
 	if next := counter(t, c); next != "9" {
 		t.Errorf("counter %s, want 9", next)
+	}
+}
+
+// TestNumbererTakesABlockForABurst: one counter update numbers every job
+// of the pool that waits for a number, and a lone job takes one.
+func TestNumbererTakesABlockForABurst(t *testing.T) {
+	ctx := context.Background()
+	var objs []client.Object
+	for i := range 5 {
+		j := utiltesting.MakeShellJob(fmt.Sprintf("j%d", i), "ns").Pool("shell").Obj()
+		j.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		objs = append(objs, j)
+	}
+	updates := 0
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(objs...).
+		WithObjects(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: CounterConfigMap},
+			Data:       map[string]string{CounterKey: "10"},
+		}).
+		WithIndex(&shellv1alpha1.ShellJob{}, indexJobPool, func(o client.Object) []string {
+			return []string{shelljob.Pool(o.(*shellv1alpha1.ShellJob))}
+		}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				updates++
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+	n := newNumberer(c, c, c)
+	for i, o := range objs {
+		got, err := n.number(ctx, o.(*shellv1alpha1.ShellJob))
+		if err != nil || got != int64(10+i) {
+			t.Fatalf("job %d: number %d, %v; want %d", i, got, err, 10+i)
+		}
+	}
+	if updates != 1 || counter(t, c) != "15" {
+		t.Errorf("%d counter updates, counter %s; want 1, 15", updates, counter(t, c))
+	}
+	lone := utiltesting.MakeShellJob("lone", "ns").Pool("other").Obj()
+	lone.UID = "uid-lone"
+	if got, err := n.number(ctx, lone); err != nil || got != 15 || counter(t, c) != "16" {
+		t.Errorf("lone job: number %d, %v, counter %s; want 15, 16", got, err, counter(t, c))
 	}
 }
 
