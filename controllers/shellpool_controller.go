@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,11 @@ const PoolFinalizer = "shell.shelljob.dev/workers"
 // ended on it but is not marked delivered yet: the bot reads the output
 // and the $SHELLJOB_OUT files from the worker after the end.
 const DefaultDeliveryGrace = 10 * time.Minute
+
+// counterBatch is how often, at most, a pool's status is written when only
+// its job counters (busy workers, queued jobs) changed: a burst of jobs
+// costs a pool write a second, not one per job.
+const counterBatch = time.Second
 
 // ShellPoolReconciler keeps a pool's worker pods: spec.replicas workers of
 // the current revision, each a pod named <pool>-<revision>-<index>. A new
@@ -66,6 +72,9 @@ type ShellPoolReconciler struct {
 
 	assumed *assumptions
 	writes  *writes
+	// counted is when each pool's status was last written, for batching
+	// the job counters.
+	counted *writeTimes
 	// streams is kicked after each pass, so new workers get their events
 	// stream at once.
 	streams interface{ Kick() }
@@ -85,6 +94,7 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.counted.forget(req.NamespacedName)
 			metrics.ForgetPool(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -110,13 +120,58 @@ func (r *ShellPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if equality.Semantic.DeepEqual(base.Status, pool.Status) {
 			return
 		}
+		if wait := r.counterWait(req.NamespacedName, &base.Status, &pool.Status); wait > 0 {
+			res.RequeueAfter = min(cmp.Or(res.RequeueAfter, wait), wait)
+			return
+		}
 		err := r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 		if err == nil {
 			r.writes.wrote(pool)
+			r.counted.wrote(req.NamespacedName, r.Clock.Now())
 		}
 		res, reterr = afterPatch(res, reterr, client.IgnoreNotFound(err))
 	}()
 	return r.reconcile(ctx, pool)
+}
+
+// counterWait tells how long to hold a status write back: while only the
+// job counters changed, until counterBatch after the pool's last write.
+func (r *ShellPoolReconciler) counterWait(pool types.NamespacedName, old, cur *shellv1alpha1.ShellPoolStatus) time.Duration {
+	same := cur.DeepCopy()
+	same.BusyReplicas, same.QueuedJobs = old.BusyReplicas, old.QueuedJobs
+	if !equality.Semantic.DeepEqual(*old, *same) {
+		return 0
+	}
+	last, ok := r.counted.last(pool)
+	if !ok {
+		return 0
+	}
+	return counterBatch - r.Clock.Since(last)
+}
+
+// writeTimes is when each object was last written.
+type writeTimes struct {
+	mu sync.Mutex
+	at map[types.NamespacedName]time.Time
+}
+
+func (w *writeTimes) wrote(key types.NamespacedName, at time.Time) {
+	w.mu.Lock()
+	w.at[key] = at
+	w.mu.Unlock()
+}
+
+func (w *writeTimes) last(key types.NamespacedName) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.at[key]
+	return at, ok
+}
+
+func (w *writeTimes) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	delete(w.at, key)
+	w.mu.Unlock()
 }
 
 func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1.ShellPool) (ctrl.Result, error) {
@@ -404,6 +459,7 @@ func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.assumed = newAssumptions()
 	}
 	r.writes = newWrites()
+	r.counted = &writeTimes{at: map[types.NamespacedName]time.Time{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&shellv1alpha1.ShellPool{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(
