@@ -8,7 +8,9 @@
 #            pure Go, no cluster, against the Python reference's figures.
 #   cluster  the operator on the kind cluster (hack/e2e.sh --setup brings it
 #            up and deploys), beside plain kubectl exec in the same run: start
-#            latency, throughput read back through the agent, stop latency.
+#            latency, throughput read back through the agent, stop latency,
+#            each step of a start and a stop, and a burst of 300 jobs through
+#            16 workers with its API writes per job.
 #   cli      `kubectl shelljob exec -- echo hi` beside `kubectl exec POD --
 #            echo hi`, whole processes, E2E_BENCH_CLI_RUNS runs each (30).
 #   chat     the whole stack through the fake Telegram: message to reply,
@@ -161,11 +163,12 @@ ratio_table() {
   done
 }
 
-# section_cluster: TestBenchCluster, each figure beside plain kubectl exec
-# measured in the same run. E2E_BENCH_JOBS sets the jobs of the start
-# latency (default 50).
+# section_cluster: TestBenchCluster and TestBenchBurst, each figure beside
+# plain kubectl exec measured in the same run. E2E_BENCH_JOBS sets the jobs
+# of the start latency (default 50), E2E_BENCH_BURST those of the burst
+# (default 300).
 section_cluster() {
-  e2e_bench TestBenchCluster 30m
+  e2e_bench 'TestBench(Cluster|Burst)' 40m
   # shellcheck disable=SC2064
   trap "rm -f '${BENCH_LOG}'" RETURN
   echo "== Cluster (kind, ${E2E_BENCH_JOBS:-50} jobs for start latency) =="
@@ -174,9 +177,23 @@ section_cluster() {
     "start latency p95 (ms)|start_p95|start_base_p95" \
     "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
     "  of it, bytes the reader got (MiB/s)|throughput_delivered|throughput_base" \
-    "stop latency p50 (ms)|stop_p50|stop_base_p50"
+    "stop latency p50 (ms)|stop_p50|stop_base_p50" \
+    "burst of $(bench burst_jobs) jobs, 16 workers (s)|burst_s|burst_base_s"
   echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
   echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
+  echo
+  echo "Where a start goes, p50 from the create call (the follower opens once the job is placed):"
+  printf '  %-44s %8s ms\n' "create call returned" "$(bench start_step_create_p50)" \
+    "watch shows the placement (number, placement)" "$(bench start_step_placed_p50)" \
+    "watch shows Running (start over the channel)" "$(bench start_step_running_p50)" \
+    "first byte read by the follower" "$(bench start_p50)" \
+    "one agent exec round trip, for comparison" "$(bench exec_roundtrip_p50)"
+  echo "Where a stop goes, p50 from the stop patch:"
+  printf '  %-44s %8s ms\n' "patch call returned" "$(bench stop_step_patch_p50)" \
+    "watch shows the first signal sent" "$(bench stop_step_signal_p50)" \
+    "watch shows Stopped" "$(bench stop_p50)"
+  echo "Burst: $(bench burst_lost) jobs lost; API writes per job: $(bench burst_writes_per_job), of which:"
+  awk '$1 == "BENCH" && $2 ~ /^burst_writes_per_job_/ { sub(/^burst_writes_per_job_/, "", $2); printf "  %-44s %8s\n", $2, $3 }' "${BENCH_LOG}"
   echo
 }
 

@@ -4,22 +4,29 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
+	joblife "shelljob.dev/shelljob/internal/shelljob"
 )
 
 // TestBenchCluster measures the operator on kind, each figure beside plain
@@ -48,27 +55,36 @@ func TestBenchCluster(t *testing.T) {
 	pod := workerPods(t, Pool, pool.Status.Revision)[0].Name
 	agent := newAgent(t)
 
-	var start, startBase []time.Duration
+	var start startSteps
+	var startBase, roundTrip []time.Duration
 	for i := range jobs {
-		start = append(start, jobToFirstByte(t, agent, fmt.Sprintf("start%02d", i)))
+		start.add(jobToFirstByte(t, agent, fmt.Sprintf("start%02d", i)))
 		startBase = append(startBase, execToFirstByte(t, pod, "zsh", "-c", "echo x"))
+		roundTrip = append(roundTrip, execRoundTrip(t, agent, pod))
 	}
-	report("start_p50", pct(start, 50), "ms")
-	report("start_p95", pct(start, 95), "ms")
+	report("start_p50", pct(start.firstByte, 50), "ms")
+	report("start_p95", pct(start.firstByte, 95), "ms")
 	report("start_base_p50", pct(startBase, 50), "ms")
 	report("start_base_p95", pct(startBase, 95), "ms")
+	report("start_step_create_p50", pct(start.created, 50), "ms")
+	report("start_step_placed_p50", pct(start.placed, 50), "ms")
+	report("start_step_running_p50", pct(start.running, 50), "ms")
+	report("exec_roundtrip_p50", pct(roundTrip, 50), "ms")
 
 	const size = 256 << 20
 	throughputJob(t, agent, size)
 	report("throughput_base", throughputExec(t, pod, size), "MiB/s")
 
-	var stop, stopBase []time.Duration
+	var stop stopSteps
+	var stopBase []time.Duration
 	for i := range 10 {
-		stop = append(stop, stopJob(t, fmt.Sprintf("stop%02d", i)))
+		stop.add(stopJob(t, fmt.Sprintf("stop%02d", i)))
 		stopBase = append(stopBase, stopExec(t, pod))
 	}
-	report("stop_p50", pct(stop, 50), "ms")
+	report("stop_p50", pct(stop.stopped, 50), "ms")
 	report("stop_base_p50", pct(stopBase, 50), "ms")
+	report("stop_step_patch_p50", pct(stop.patched, 50), "ms")
+	report("stop_step_signal_p50", pct(stop.signaled, 50), "ms")
 }
 
 func report(name string, value float64, unit string) {
@@ -115,36 +131,103 @@ func (f *firstByte) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// waitStarted polls the job, at a fine pace, until its command ran.
-func waitStarted(t *testing.T, j *shellv1alpha1.ShellJob) *shellv1alpha1.ShellJob {
+// watchJob calls seen with each state of the job from its version rv on,
+// as the watch delivers it, until seen returns true.
+func watchJob(t *testing.T, j *shellv1alpha1.ShellJob, seen func(*shellv1alpha1.ShellJob) bool) {
 	t.Helper()
-	deadline := time.Now().Add(JobTimeout)
-	for {
-		got := Get(t, j)
-		if got.Status.Ran {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start: %+v", j.Name, got.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) time.Duration {
-	t.Helper()
-	t0 := time.Now()
-	j := Create(t, Job(t, name, "echo x"))[0]
-	j = waitStarted(t, j)
-	var w firstByte
 	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
 	defer cancel()
-	if _, err := agent.Follow(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}, string(j.UID), 0, &w); err != nil {
+	w, err := watcher.Watch(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace(j.Namespace),
+		client.MatchingFields{"metadata.name": j.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: j.ResourceVersion}})
+	if err != nil {
+		t.Fatalf("watch %s: %v", j.Name, err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if got, ok := ev.Object.(*shellv1alpha1.ShellJob); ok && seen(got) {
+			return
+		}
+	}
+	t.Fatalf("watch of %s ended: %v", j.Name, ctx.Err())
+}
+
+// startSteps are the times from the create call of each job.
+type startSteps struct {
+	// created: the create call returned. placed: the watch showed the
+	// job's worker. running: it showed the command started. firstByte:
+	// the follower read the first byte.
+	created, placed, running, firstByte []time.Duration
+}
+
+func (s *startSteps) add(step startStep) {
+	s.created = append(s.created, step.created)
+	s.placed = append(s.placed, step.placed)
+	s.running = append(s.running, step.running)
+	s.firstByte = append(s.firstByte, step.firstByte)
+}
+
+type startStep struct{ created, placed, running, firstByte time.Duration }
+
+// jobToFirstByte times a job from its create call to the first byte its
+// follower reads. The follower opens as soon as the watch shows the job's
+// worker, with AwaitStart, as the CLI and the bot do.
+func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) startStep {
+	t.Helper()
+	var step startStep
+	t0 := time.Now()
+	j := Create(t, Job(t, name, "echo x"))[0]
+	step.created = time.Since(t0)
+	var w firstByte
+	followed := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
+	defer cancel()
+	watchJob(t, j, func(got *shellv1alpha1.ShellJob) bool {
+		if got.Status.Pod != "" && step.placed == 0 {
+			step.placed = time.Since(t0)
+			pod := types.NamespacedName{Namespace: WorkerNamespace, Name: got.Status.Pod}
+			go func() {
+				_, err := agent.Follow(ctx, pod, string(got.UID), agentapi.AwaitStart, &w)
+				followed <- err
+			}()
+		}
+		if got.Status.Ran && step.running == 0 {
+			step.running = time.Since(t0)
+		}
+		return step.running != 0
+	})
+	if err := <-followed; err != nil {
 		t.Fatalf("follow %s: %v", j.Name, err)
 	}
 	WaitForJobEnd(t, j, JobTimeout)
 	_ = c.Delete(context.Background(), j)
-	return w.first.Sub(t0)
+	step.firstByte = w.first.Sub(t0)
+	return step
+}
+
+// execRoundTrip times one exec of the agent that answers at once (a
+// signal to no job), as each start and stop step costs without the warm
+// channel.
+func execRoundTrip(t *testing.T, agent *agentclient.Client, pod string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
+	defer cancel()
+	t0 := time.Now()
+	_, err := agent.Signal(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: pod}, "00000000-0000-0000-0000-000000000000", agentapi.SIGINT)
+	if !errors.Is(err, agentapi.ErrUnknownJob) {
+		t.Fatalf("signal to no job: %v", err)
+	}
+	return time.Since(t0)
+}
+
+// waitStarted waits until the job's command ran.
+func waitStarted(t *testing.T, j *shellv1alpha1.ShellJob) *shellv1alpha1.ShellJob {
+	t.Helper()
+	var started *shellv1alpha1.ShellJob
+	watchJob(t, j, func(got *shellv1alpha1.ShellJob) bool {
+		started = got
+		return got.Status.Ran
+	})
+	return started
 }
 
 // execToFirstByte runs kubectl exec and times its first byte of stdout.
@@ -196,24 +279,47 @@ func throughputExec(t *testing.T, pod string, size int64) float64 {
 	return float64(w.n) / (1 << 20) / time.Since(w.first).Seconds()
 }
 
-// stopJob times a stop: spec.stop set → the job's end recorded.
-func stopJob(t *testing.T, name string) time.Duration {
+// stopSteps are the times from the stop patch of each job.
+type stopSteps struct {
+	// patched: the patch call returned. signaled: the watch showed the
+	// first signal sent. stopped: it showed the job Stopped.
+	patched, signaled, stopped []time.Duration
+}
+
+func (s *stopSteps) add(step stopStep) {
+	s.patched = append(s.patched, step.patched)
+	s.signaled = append(s.signaled, step.signaled)
+	s.stopped = append(s.stopped, step.stopped)
+}
+
+type stopStep struct{ patched, signaled, stopped time.Duration }
+
+// stopJob times a stop: spec.stop set → the job's end recorded, as the
+// watch delivers it.
+func stopJob(t *testing.T, name string) stopStep {
 	t.Helper()
+	var step stopStep
 	j := Create(t, Job(t, name, "sleep 100"))[0]
-	waitStarted(t, j)
-	t0 := Stop(t, j)
-	deadline := time.Now().Add(JobTimeout)
-	for {
-		got := Get(t, j)
-		if got.Status.Phase == shellv1alpha1.PhaseStopped {
-			_ = c.Delete(context.Background(), j)
-			return time.Since(t0)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not stop: %+v", name, got.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
+	j = waitStarted(t, j)
+	patch := client.MergeFrom(j.DeepCopy())
+	j.Spec.Stop = true
+	t0 := time.Now()
+	if err := c.Patch(context.Background(), j, patch); err != nil {
+		t.Fatalf("stop %s: %v", name, err)
 	}
+	step.patched = time.Since(t0)
+	watchJob(t, j, func(got *shellv1alpha1.ShellJob) bool {
+		if len(got.Status.StopSteps) > 0 && step.signaled == 0 {
+			step.signaled = time.Since(t0)
+		}
+		if got.Status.Phase == shellv1alpha1.PhaseStopped {
+			step.stopped = time.Since(t0)
+			return true
+		}
+		return false
+	})
+	_ = c.Delete(context.Background(), j)
+	return step
 }
 
 // stopExec times the same over plain kubectl exec: SIGINT to a sleep that
@@ -248,4 +354,168 @@ func stopExec(t *testing.T, pod string) time.Duration {
 		t.Fatal("the plain exec's sleep did not end")
 	}
 	return time.Since(t0)
+}
+
+// TestBenchBurst measures a burst: E2E_BENCH_BURST (300) short jobs
+// created at once through a 16-worker pool, to the last one finished,
+// beside as many plain kubectl exec calls of the same command run 16 at a
+// time on the same workers. It counts the jobs lost (not Succeeded with
+// their own output) and the API writes per job. It runs only with
+// E2E_BENCH=1 (hack/bench.sh cluster).
+func TestBenchBurst(t *testing.T) {
+	if os.Getenv("E2E_BENCH") == "" {
+		t.Skip("E2E_BENCH is not set: hack/bench.sh cluster runs this")
+	}
+	const workers = 16
+	jobs := 300
+	if n, err := strconv.Atoi(os.Getenv("E2E_BENCH_BURST")); err == nil && n > 0 {
+		jobs = n
+	}
+	pool := EnsurePool(t, EnsurePoolInput{Name: "bench16", Replicas: workers})
+	pods := workerPods(t, pool.Name, pool.Status.Revision)
+	if len(pods) != workers {
+		t.Fatalf("%d workers, want %d", len(pods), workers)
+	}
+
+	writes0 := apiWritesBy(t)
+	t0 := time.Now()
+	created := make([]*shellv1alpha1.ShellJob, jobs)
+	parallel(jobs, 32, func(i int) {
+		created[i] = Create(t, Job(t, fmt.Sprintf("burst%03d", i), fmt.Sprintf("echo burst %d", i)).Pool(pool.Name))[0]
+	})
+	ended := waitAllEnded(t, created)
+	took := time.Since(t0)
+	writes := apiWritesBy(t)
+
+	agent := newAgent(t)
+	var mu sync.Mutex
+	lost := 0
+	parallel(jobs, 8, func(i int) {
+		j := ended[created[i].Name]
+		out, err := followAll(agent, j)
+		if j.Status.Phase != shellv1alpha1.PhaseSucceeded || err != nil || out != fmt.Sprintf("burst %d\n", i) {
+			mu.Lock()
+			lost++
+			mu.Unlock()
+			t.Errorf("%s: %s, output %q, %v", j.Name, j.Status.Phase, out, err)
+		}
+	})
+
+	b0 := time.Now()
+	parallel(jobs, workers, func(i int) {
+		pod := pods[i%workers].Name
+		cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--", "zsh", "-c", fmt.Sprintf("echo burst %d", i))
+		if out, err := cmd.Output(); err != nil || string(out) != fmt.Sprintf("burst %d\n", i) {
+			t.Errorf("kubectl exec %d: %q, %v", i, out, err)
+		}
+	})
+	base := time.Since(b0)
+
+	report("burst_jobs", float64(jobs), "jobs")
+	report("burst_s", took.Seconds(), "s")
+	report("burst_base_s", base.Seconds(), "s")
+	report("burst_lost", float64(lost), "jobs")
+	var total float64
+	for k, v := range writes {
+		d := v - writes0[k]
+		total += d
+		if d > 0 {
+			report("burst_writes_per_job_"+k, d/float64(jobs), "writes")
+		}
+	}
+	report("burst_writes_per_job", total/float64(jobs), "writes")
+}
+
+// parallel runs do(0..n-1), at most width at a time.
+func parallel(n, width int, do func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, width)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			do(i)
+		})
+	}
+	wg.Wait()
+}
+
+// waitAllEnded watches the jobs until each has ended, and returns their
+// last states by name.
+func waitAllEnded(t *testing.T, jobs []*shellv1alpha1.ShellJob) map[string]*shellv1alpha1.ShellJob {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*JobTimeout)
+	defer cancel()
+	want := map[string]bool{}
+	for _, j := range jobs {
+		want[j.Name] = true
+	}
+	ended := map[string]*shellv1alpha1.ShellJob{}
+	var list shellv1alpha1.ShellJobList
+	sel := client.MatchingLabels{labelTest: testLabel(t)}
+	if err := c.List(ctx, &list, client.InNamespace(Namespace), sel); err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace(Namespace), sel,
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	note := func(j *shellv1alpha1.ShellJob) {
+		if want[j.Name] && joblife.IsFinished(j) {
+			ended[j.Name] = j
+		}
+	}
+	for i := range list.Items {
+		note(&list.Items[i])
+	}
+	for len(ended) < len(want) {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch ended with %d of %d jobs ended", len(ended), len(want))
+			}
+			if j, ok := ev.Object.(*shellv1alpha1.ShellJob); ok {
+				note(j)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d jobs ended", len(ended), len(want))
+		}
+	}
+	return ended
+}
+
+// followAll reads an ended job's whole output through its agent.
+func followAll(agent *agentclient.Client, j *shellv1alpha1.ShellJob) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
+	defer cancel()
+	var out strings.Builder
+	_, err := agent.Follow(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}, string(j.UID), 0, &out)
+	return out.String(), err
+}
+
+// apiWritesBy counts the API server's create, update and patch requests so
+// far, by resource (and subresource): the ShellJobs, pools, pods,
+// ConfigMaps and Events.
+func apiWritesBy(t *testing.T) map[string]float64 {
+	t.Helper()
+	verb := regexp.MustCompile(`verb="(POST|PUT|PATCH|APPLY)"`)
+	resource := regexp.MustCompile(`resource="(shelljobs|shellpools|pods|configmaps|events)"`)
+	sub := regexp.MustCompile(`subresource="([a-z]*)"`)
+	by := map[string]float64{}
+	for _, m := range writeCounter.FindAllStringSubmatch(run(t, "get", "--raw", "/metrics"), -1) {
+		labels := m[1]
+		r := resource.FindStringSubmatch(labels)
+		if !verb.MatchString(labels) || r == nil {
+			continue
+		}
+		key := r[1]
+		if s := sub.FindStringSubmatch(labels); s != nil && s[1] != "" {
+			key += "_" + s[1]
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		by[key] += v
+	}
+	return by
 }

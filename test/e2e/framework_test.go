@@ -71,6 +71,7 @@ func envOr(name, def string) string {
 
 var (
 	c          client.Client
+	watcher    client.WithWatch
 	restConfig *rest.Config
 	kubectl    []string
 	// Username is who the suite is to the API server: the origin.user of
@@ -101,6 +102,9 @@ func setup() error {
 		return err
 	}
 	if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if watcher, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	restConfig = cfg

@@ -23,6 +23,7 @@ import (
 
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/controllers"
 	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -398,6 +399,51 @@ func TestOperatorKilled(t *testing.T) {
 	}
 	if i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }); i < 0 {
 		t.Errorf("no operator pod after the kill")
+	}
+}
+
+// TestWarmChannelCut: the operator's warm control channels to two workers
+// cut mid-job (the agent's control process killed in each pod) lose
+// nothing: a stop of a job that ignores SIGINT still escalates, a job that
+// ends meanwhile is recorded with its output, and the channels come back.
+// With the channels off (operator.warmChannels=false) there is nothing to
+// cut, and the test is skipped.
+func TestWarmChannelCut(t *testing.T) {
+	jobs := Create(t, Job(t, "cut-trap", "trap '' INT; sleep 100"), Job(t, "cut-ends", "sleep 3; print done"))
+	trap := WaitForJobPhase(t, jobs[0], JobTimeout, shellv1alpha1.PhaseRunning)
+	ends := WaitForJobPhase(t, jobs[1], JobTimeout, shellv1alpha1.PhaseRunning)
+	pods := slices.Compact([]string{trap.Status.Pod, ends.Status.Pod})
+	const control = "shelljob-agent control"
+	inPod := func(pod string, args ...string) error {
+		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...).Run()
+	}
+	for _, pod := range pods {
+		if inPod(pod, "pgrep", "-f", control) != nil {
+			t.Skipf("no control channel runs on %s: warm channels are off", pod)
+		}
+	}
+	for _, pod := range pods {
+		if err := inPod(pod, "pkill", "-KILL", "-f", control); err != nil {
+			t.Fatalf("cut the channel of %s: %v", pod, err)
+		}
+	}
+	Stop(t, trap)
+
+	trap = WaitForJobEnd(t, trap, JobTimeout)
+	if trap.Status.Phase != shellv1alpha1.PhaseStopped || ExitCode(trap) != 143 {
+		t.Errorf("%s: phase %s, exit %d: want Stopped, 143", trap.Name, trap.Status.Phase, ExitCode(trap))
+	}
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}, Signals(trap)); diff != "" {
+		t.Errorf("signals (-want +got):\n%s", diff)
+	}
+	ends = WaitForJobEnd(t, ends, JobTimeout)
+	if ends.Status.Phase != shellv1alpha1.PhaseSucceeded || Output(t, ends) != "done\n" {
+		t.Errorf("%s: phase %s, want Succeeded with output done", ends.Name, ends.Status.Phase)
+	}
+	for _, pod := range pods {
+		poll(t, JobTimeout, "the control channel of "+pod+" back", func() (bool, string) {
+			return inPod(pod, "pgrep", "-f", control) == nil, "no control process"
+		})
 	}
 }
 
