@@ -357,7 +357,8 @@ func stopExec(t *testing.T, pod string) time.Duration {
 }
 
 // TestBenchBurst measures a burst: E2E_BENCH_BURST (300) short jobs
-// created at once through a 16-worker pool, to the last one finished,
+// created at once through the chart's 16-worker pool (shell, the chat's),
+// to the last one finished,
 // beside as many plain kubectl exec calls of the same command run 16 at a
 // time on the same workers. It counts the jobs lost (not Succeeded with
 // their own output) and the API writes per job. It runs only with
@@ -371,7 +372,7 @@ func TestBenchBurst(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("E2E_BENCH_BURST")); err == nil && n > 0 {
 		jobs = n
 	}
-	pool := EnsurePool(t, EnsurePoolInput{Name: "bench16", Replicas: workers})
+	pool := WaitForPoolAvailable(t, "shell")
 	pods := workerPods(t, pool.Name, pool.Status.Revision)
 	if len(pods) != workers {
 		t.Fatalf("%d workers, want %d", len(pods), workers)
