@@ -16,24 +16,31 @@ import (
 // escaped, fits with room to spare.
 const maxControlLine = 1 << 20
 
-// Control serves the warm control channel of one exec: it writes the event
-// stream's events to out as ControlMessages, and answers each
-// ControlRequest read from in, concurrently, on the same out. It returns
-// when in ends (the exec is gone), the event stream breaks, or ctx ends.
-func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer) error {
+// Control serves the warm control channel of one exec: it writes an empty
+// message, then the event stream's events (with events) to out as
+// ControlMessages, and answers each ControlRequest read from in,
+// concurrently, on the same out. It returns when in ends (the exec is
+// gone), the event stream breaks, or ctx ends.
+func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, events bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := &controlWriter{enc: json.NewEncoder(out)}
+	if err := w.send(agentapi.ControlMessage{}); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() {
-		err := c.Events(ctx, func(e agentapi.Event) {
-			if err := w.send(agentapi.ControlMessage{Event: &e}); err != nil {
-				cancel(err)
-			}
+	if events {
+		wg.Go(func() {
+			err := c.Events(ctx, func(e agentapi.Event) {
+				if err := w.send(agentapi.ControlMessage{Event: &e}); err != nil {
+					cancel(err)
+				}
+			})
+			cancel(err)
 		})
-		cancel(err)
-	})
+	}
+	follows := &followSet{cancels: map[uint64]context.CancelFunc{}}
 
 	lines := make(chan []byte)
 	go func() {
@@ -70,11 +77,24 @@ func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer) error
 			if err := json.Unmarshal(line, &req); err != nil {
 				return fmt.Errorf("control request %q: %w", line, err)
 			}
-			wg.Go(func() {
-				if err := w.send(c.answer(ctx, req)); err != nil {
-					cancel(err)
-				}
-			})
+			switch req.Op {
+			case agentapi.OpCancel:
+				follows.cancel(req.ID)
+			case agentapi.CmdFollow:
+				fctx := follows.add(ctx, req.ID)
+				wg.Go(func() {
+					defer follows.cancel(req.ID)
+					if err := c.followTo(fctx, w, req); err != nil {
+						cancel(err)
+					}
+				})
+			default:
+				wg.Go(func() {
+					if err := w.send(c.answer(ctx, req)); err != nil {
+						cancel(err)
+					}
+				})
+			}
 		}
 	}
 }
@@ -105,6 +125,54 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 		m.Error, m.Code = err.Error(), ExitCode(err)
 	}
 	return m
+}
+
+// followTo streams a follow to w as the request's Data messages, then its
+// End. Only a failed write to w is returned.
+func (c *Client) followTo(ctx context.Context, w *controlWriter, req agentapi.ControlRequest) error {
+	var werr error
+	err := c.FollowFrames(ctx, req.Job, req.Offset, writerFunc(func(p []byte) (int, error) {
+		if werr = w.send(agentapi.ControlMessage{ID: req.ID, Data: p}); werr != nil {
+			return 0, werr
+		}
+		return len(p), nil
+	}))
+	if werr != nil {
+		return werr
+	}
+	end := agentapi.ControlMessage{ID: req.ID, End: true}
+	if err != nil {
+		end.Error, end.Code = err.Error(), ExitCode(err)
+	}
+	return w.send(end)
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// followSet holds the cancels of a channel's running follows.
+type followSet struct {
+	mu      sync.Mutex
+	cancels map[uint64]context.CancelFunc
+}
+
+func (s *followSet) add(ctx context.Context, id uint64) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.cancels[id] = cancel
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *followSet) cancel(id uint64) {
+	s.mu.Lock()
+	cancel := s.cancels[id]
+	delete(s.cancels, id)
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // controlWriter writes whole lines from many goroutines.

@@ -33,7 +33,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
-       shelljob-agent control                requests on stdin, answers and events on stdout
+       shelljob-agent control [--no-events]  requests on stdin, answers and events on stdout
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -318,14 +318,15 @@ func follow(e *env, args []string) error {
 }
 
 func control(e *env, args []string) error {
-	e.flags()
+	fs := e.flags()
+	noEvents := fs.Bool("no-events", false, "carry answers only, no events")
 	c, err := e.parse(args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	return c.Control(ctx, e.stdin, e.stdout)
+	return c.Control(ctx, e.stdin, e.stdout, !*noEvents)
 }
 
 func putFiles(e *env, args []string) error {

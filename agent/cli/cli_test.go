@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestExitCodes(t *testing.T) {
 			agentapi.ExitUsage, "too large"},
 		{"unknown job", "", []string{"signal", "--job", "nosuch", "--signal", "INT"}, agentapi.ExitUnknownJob, "unknown job"},
 		{"unknown follow", "", []string{"follow", "--job", "nosuch"}, agentapi.ExitUnknownJob, "unknown job"},
-		{"newer caller", "", []string{"ping", "--protocol", "2"}, agentapi.ExitProtocol, "protocol"},
+		{"newer caller", "", []string{"ping", "--protocol", strconv.Itoa(agentapi.ProtocolVersion + 1)}, agentapi.ExitProtocol, "protocol"},
 		{"bad signal", "", []string{"signal", "--job", "nosuch", "--signal", "HUP"}, agentapi.ExitUsage, "INT, TERM or KILL"},
 	}
 	for _, tc := range tests {

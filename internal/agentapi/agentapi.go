@@ -55,7 +55,9 @@ const ProtocolVersion = 2
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //	control    the warm control channel: stdin: ControlRequest JSON lines;
 //	           stdout: ControlMessage JSON lines, the event stream's events
-//	           and the answers, until stdin closes or the daemon ends.
+//	           (none with --no-events) and the answers, until stdin closes
+//	           or the daemon ends. Its first message is empty: the channel
+//	           is up.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.
@@ -87,6 +89,9 @@ const (
 	// FlagWatchStdin makes events and follow end when their stdin closes,
 	// so that a subcommand whose caller went away does not linger in the pod.
 	FlagWatchStdin = "--watch-stdin"
+	// FlagNoEvents makes control carry answers only: a reader's channel,
+	// which follows output and needs no events.
+	FlagNoEvents = "--no-events"
 )
 
 // Exit codes of the subcommands, beyond 0 (done) and 1 (any other error).
@@ -247,25 +252,37 @@ type Client interface {
 	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
 }
 
-// ControlRequest is one line on the control channel's stdin: a start or a
-// signal, answered by the ControlMessage with the same ID.
+// ControlRequest is one line on the control channel's stdin, answered by
+// the ControlMessages with the same ID: a start or a signal, answered
+// once; a follow, answered by its stream; or the cancel of a follow (ID is
+// the follow's), not answered.
 type ControlRequest struct {
 	ID uint64 `json:"id"`
-	// Op is CmdStart or CmdSignal.
+	// Op is CmdStart, CmdSignal, CmdFollow or OpCancel.
 	Op     string        `json:"op"`
 	Start  *StartRequest `json:"start,omitempty"`
 	Job    string        `json:"job,omitempty"`
 	Signal Signal        `json:"signal,omitempty"`
+	// Offset is a follow's, as follow's --offset (AwaitStart included).
+	Offset int64 `json:"offset,omitempty"`
 }
 
+// OpCancel ends the follow of the request's ID.
+const OpCancel = "cancel"
+
 // ControlMessage is one line on the control channel's stdout: an event of
-// the event stream (Event set), or the answer to the request ID.
+// the event stream (Event set), the answer to the request ID, or a piece
+// of a follow's stream.
 type ControlMessage struct {
 	Event *Event `json:"event,omitempty"`
 
 	ID     uint64          `json:"id,omitempty"`
 	Start  *StartResponse  `json:"start,omitempty"`
 	Signal *SignalResponse `json:"signal,omitempty"`
+	// Data is the next piece of a follow's framed stream, as follow
+	// --framed writes it; End ends the stream, with Error if it broke.
+	Data []byte `json:"data,omitempty"`
+	End  bool   `json:"end,omitempty"`
 	// Error is a failed request's error, and Code the exit code the
 	// one-shot subcommand would have given it (ExitUnknownJob…).
 	Error string `json:"error,omitempty"`

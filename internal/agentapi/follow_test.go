@@ -63,7 +63,7 @@ func TestReadFollowErrors(t *testing.T) {
 func TestExitErrors(t *testing.T) {
 	for code, want := range map[int]error{
 		ExitUnknownJob: ErrUnknownJob, ExitBusy: ErrBusy, ExitStarted: ErrStarted, ExitProtocol: ErrProtocol,
-		0: nil, 1: nil, ExitUsage: nil, 137: nil,
+		ExitUsage: ErrUsage, 0: nil, 1: nil, 137: nil,
 	} {
 		if got := ExitError(code); got != want {
 			t.Errorf("ExitError(%d) = %v, want %v", code, got, want)

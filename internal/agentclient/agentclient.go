@@ -39,6 +39,12 @@ type Options struct {
 	// Signal to that pod go over it instead of an exec each. The operator,
 	// which keeps an events stream per worker, sets it.
 	Warm bool
+	// ShareFollows makes Follow keep a warm channel to each pod it follows
+	// on, opened at its first follow there and closed after two minutes
+	// without one: the follows after the first go over it, without an exec
+	// each. A reader that lives long and follows many jobs, such as the
+	// bot, sets it.
+	ShareFollows bool
 }
 
 // Client is agentapi.Client over pod exec.
@@ -47,12 +53,16 @@ type Client struct {
 	rest      rest.Interface
 	container string
 	warm      bool
+	share     bool
 	// executor makes the exec's transport; a field so that tests can
 	// replace it.
 	executor func(u *url.URL) (remotecommand.Executor, error)
 
 	mu       sync.Mutex
 	channels map[types.NamespacedName]*channel
+	opening  map[types.NamespacedName]bool
+	// noControl holds the pods whose agent has no control channel.
+	noControl map[types.NamespacedName]bool
 }
 
 var _ agentapi.Client = (*Client)(nil)
@@ -64,8 +74,10 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("agent client: %w", err)
 	}
 	c := &Client{
-		config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container, warm: opts.Warm,
-		channels: map[types.NamespacedName]*channel{},
+		config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container,
+		warm: opts.Warm, share: opts.ShareFollows,
+		channels: map[types.NamespacedName]*channel{}, opening: map[types.NamespacedName]bool{},
+		noControl: map[types.NamespacedName]bool{},
 	}
 	c.executor = c.newExecutor
 	return c, nil
@@ -289,6 +301,14 @@ func decodeEvents(r io.Reader, handle func(agentapi.Event)) error {
 
 // Follow implements agentapi.Client.
 func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
+	if ch := c.channel(pod); ch != nil {
+		if reached, ok, err := ch.follow(ctx, job, offset, w); ok {
+			return reached, err
+		}
+	}
+	if c.share {
+		c.shareFollows(pod)
+	}
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
 	reached := offset

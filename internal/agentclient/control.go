@@ -28,6 +28,10 @@ var errChannelDown = errors.New("control channel down")
 // older than protocol 2), so the events stream runs alone.
 var errNoControl = errors.New("agent has no control channel")
 
+// readerIdle is how long a reader's channel (Options.ShareFollows) stays
+// open without a follow.
+const readerIdle = 2 * time.Minute
+
 // channel is one pod's warm control channel, while its exec runs.
 type channel struct {
 	pod  types.NamespacedName
@@ -39,20 +43,33 @@ type channel struct {
 	closed  bool
 	next    uint64
 	pending map[uint64]chan agentapi.ControlMessage
+	// streams are the follows running over the channel.
+	streams map[uint64]*io.PipeWriter
+	// used is when the last follow over it started or ended.
+	used time.Time
 }
 
 // control runs the pod's control channel until ctx ends or the channel
-// breaks: events go to handle, and while the channel is up, Start and
-// Signal to the pod go over it. It returns errNoControl, before any event,
-// when the agent has no control channel.
+// breaks. With handle, the channel carries the pod's events to it;
+// without, it carries answers only and closes once no follow went over it
+// for readerIdle. While the channel is up, Start, Signal and Follow to the
+// pod go over it. It returns errNoControl, before any message, when the
+// agent has no control channel.
 func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	ch := &channel{
 		pod: pod, out: make(chan []byte), done: make(chan struct{}), cut: cut,
 		pending: map[uint64]chan agentapi.ControlMessage{},
+		streams: map[uint64]*io.PipeWriter{},
+		used:    time.Now(),
 	}
 	defer c.unregister(ch)
+	command := argv(agentapi.CmdControl)
+	if handle == nil {
+		command = append(command, agentapi.FlagNoEvents)
+		go ch.closeIdle(ctx)
+	}
 
 	stdinR, stdinW := io.Pipe()
 	go func() {
@@ -70,7 +87,7 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 		}
 	}()
 	up := false
-	streamErr, readErr := c.streamIn(ctx, pod, argv(agentapi.CmdControl), stdinR, func(r io.Reader) error {
+	streamErr, readErr := c.streamIn(ctx, pod, command, stdinR, func(r io.Reader) error {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -83,11 +100,14 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 				up = true
 				c.register(ch)
 			}
-			if m.Event != nil {
-				handle(*m.Event)
-				continue
+			switch {
+			case m.Event != nil:
+				if handle != nil {
+					handle(*m.Event)
+				}
+			case m.ID != 0:
+				ch.answer(m)
 			}
-			ch.answer(m)
 		}
 		if err := sc.Err(); err != nil {
 			return err
@@ -131,6 +151,10 @@ func (c *Client) unregister(ch *channel) {
 		ch.closed = true
 		close(ch.done)
 	}
+	for id, w := range ch.streams {
+		w.CloseWithError(errChannelDown)
+		delete(ch.streams, id)
+	}
 }
 
 // channel returns the pod's channel while it is up, or nil.
@@ -144,15 +168,115 @@ func (c *Client) channel(pod types.NamespacedName) *channel {
 // channel now.
 func (c *Client) ChannelUp(pod types.NamespacedName) bool { return c.channel(pod) != nil }
 
-// answer hands an answer to its call.
+// answer hands an answer to its call, or a piece of a follow to its
+// stream. A stream's reader that stops reading holds the channel's other
+// messages back until it is done: it is the reader's own channel.
 func (ch *channel) answer(m agentapi.ControlMessage) {
 	ch.mu.Lock()
 	reply := ch.pending[m.ID]
 	delete(ch.pending, m.ID)
-	ch.mu.Unlock()
-	if reply != nil {
-		reply <- m // buffered: a call that gave up does not block the reader
+	stream := ch.streams[m.ID]
+	if m.End {
+		delete(ch.streams, m.ID)
+		ch.used = time.Now()
 	}
+	ch.mu.Unlock()
+	switch {
+	case reply != nil:
+		reply <- m // buffered: a call that gave up does not block the reader
+	case stream != nil && m.End:
+		stream.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
+	case stream != nil:
+		// A reader gone closed its end: the write fails at once.
+		_, _ = stream.Write(m.Data)
+	}
+}
+
+// closeIdle cuts a reader's channel once no follow went over it for
+// readerIdle.
+func (ch *channel) closeIdle(ctx context.Context) {
+	t := time.NewTicker(readerIdle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			ch.mu.Lock()
+			idle := len(ch.streams) == 0 && now.Sub(ch.used) > readerIdle
+			ch.mu.Unlock()
+			if idle {
+				ch.cut(context.Canceled)
+				return
+			}
+		}
+	}
+}
+
+// follow runs a follow over the channel. ok is false when it must go
+// through a one-shot exec: the channel went down before any of it came.
+func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Writer) (reached int64, ok bool, err error) {
+	pr, pw := io.Pipe()
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return offset, false, nil
+	}
+	ch.next++
+	id := ch.next
+	ch.streams[id] = pw
+	ch.used = time.Now()
+	ch.mu.Unlock()
+	line, err := json.Marshal(agentapi.ControlRequest{ID: id, Op: agentapi.CmdFollow, Job: job, Offset: offset})
+	if err != nil {
+		return offset, true, err
+	}
+	select {
+	case ch.out <- append(line, '\n'):
+	case <-ch.done:
+		return offset, false, nil
+	case <-ctx.Done():
+		return offset, true, ctx.Err()
+	}
+	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(ctx.Err()) })
+	defer stop()
+	reached, err = agentapi.ReadFollow(pr, offset, w)
+	pr.Close()
+	if err != nil && ctx.Err() == nil {
+		if errors.Is(err, errChannelDown) && reached <= max(offset, 0) {
+			return offset, false, nil
+		}
+		return reached, true, err
+	}
+	if err != nil {
+		ch.cancelStream(id)
+		return reached, true, ctx.Err()
+	}
+	return reached, true, nil
+}
+
+// cancelStream asks the agent to end a follow its reader left.
+func (ch *channel) cancelStream(id uint64) {
+	ch.mu.Lock()
+	delete(ch.streams, id)
+	ch.mu.Unlock()
+	line, _ := json.Marshal(agentapi.ControlRequest{ID: id, Op: agentapi.OpCancel})
+	select {
+	case ch.out <- append(line, '\n'):
+	case <-ch.done:
+	case <-time.After(channelCallTimeout):
+	}
+}
+
+// answerError is the error of a failed answer, nil for none.
+func answerError(op string, pod types.NamespacedName, m agentapi.ControlMessage) error {
+	if m.Error == "" {
+		return nil
+	}
+	if known := agentapi.ExitError(m.Code); known != nil {
+		return fmt.Errorf("agent %s in pod %s: %s: %w", op, pod, m.Error, known)
+	}
+	return fmt.Errorf("agent %s in pod %s: %s", op, pod, m.Error)
 }
 
 // call sends req and waits for its answer. It fails with errChannelDown
@@ -225,11 +349,25 @@ func (c *Client) viaChannel(ctx context.Context, pod types.NamespacedName, req a
 	if err != nil {
 		return m, true, fmt.Errorf("agent %s in pod %s: %w", req.Op, pod, err)
 	}
-	if m.Error != "" {
-		if known := agentapi.ExitError(m.Code); known != nil {
-			return m, true, fmt.Errorf("agent %s in pod %s: %s: %w", req.Op, pod, m.Error, known)
-		}
-		return m, true, fmt.Errorf("agent %s in pod %s: %s", req.Op, pod, m.Error)
+	return m, true, answerError(req.Op, pod, m)
+}
+
+// shareFollows opens a reader's channel to the pod in the background, if
+// none is open or opening, for the follows to come.
+func (c *Client) shareFollows(pod types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.channels[pod] != nil || c.opening[pod] || c.noControl[pod] {
+		return
 	}
-	return m, true, nil
+	c.opening[pod] = true
+	go func() {
+		err := c.control(context.Background(), pod, nil)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.opening, pod)
+		if errors.Is(err, errNoControl) {
+			c.noControl[pod] = true
+		}
+	}()
 }

@@ -3,6 +3,7 @@ package agentclient
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -77,8 +78,8 @@ func count(calls []string, sub string) int {
 }
 
 // TestWarmChannel: with Warm, the events stream is the control channel,
-// and starts and signals go over it, not an exec each; a follow opened
-// before the start waits for it; a cut channel leaves the calls to
+// and starts, signals and follows go over it, not an exec each; a follow
+// opened before the start waits for it; a cut channel leaves the calls to
 // one-shot execs until it is open again.
 func TestWarmChannel(t *testing.T) {
 	dir := startDaemon(t)
@@ -107,9 +108,7 @@ func TestWarmChannel(t *testing.T) {
 		}
 		followed <- out
 	}()
-	for !slices.Contains(f.ran(), agentapi.CmdFollow) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	time.Sleep(100 * time.Millisecond) // the follow waits on the agent
 	resp, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "w1", Command: "echo hi; exec sleep 100"})
 	if err != nil || resp.PGID <= 0 {
 		t.Fatalf("start over the channel: %+v, %v", resp, err)
@@ -137,7 +136,7 @@ func TestWarmChannel(t *testing.T) {
 		t.Errorf("signal to an unknown job: %v", err)
 	}
 	calls := f.ran()
-	if count(calls, agentapi.CmdStart) != 0 || count(calls, agentapi.CmdSignal) != 0 || count(calls, agentapi.CmdControl) != 1 {
+	if !slices.Equal(calls, []string{agentapi.CmdControl}) {
 		t.Fatalf("execs with the channel up: %q", calls)
 	}
 
@@ -196,6 +195,101 @@ func TestWarmChannelOldAgent(t *testing.T) {
 		t.Errorf("o1: %+v", e)
 	}
 	if calls := f.ran(); !slices.Equal(calls, []string{agentapi.CmdControl, agentapi.CmdEvents, agentapi.CmdStart}) {
+		t.Errorf("execs: %q", calls)
+	}
+}
+
+// TestSharedFollows: with ShareFollows, the first follow on a pod is an
+// exec of its own and opens a channel there; the follows after it go over
+// that channel, awaited starts, unknown jobs and cancels included.
+func TestSharedFollows(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	c := newClient(t, srv.URL, Options{ShareFollows: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "s1", Command: "echo one"}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if n, err := c.Follow(ctx, pod, "s1", 0, &out); err != nil || n != 4 || out.String() != "one\n" {
+		t.Fatalf("first follow: %d, %v, %q", n, err, out.String())
+	}
+	for !c.ChannelUp(pod) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no channel after the first follow")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	execs := len(f.ran())
+
+	saw := &seen{want: "two\n", found: make(chan struct{})}
+	followed := make(chan error, 1)
+	go func() {
+		_, err := c.Follow(ctx, pod, "s2", agentapi.AwaitStart, saw)
+		followed <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the follow waits on the agent
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "s2", Command: "echo two"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-followed; err != nil || saw.b.String() != "two\n" {
+		t.Errorf("awaited follow over the channel: %v, %q", err, saw.b.String())
+	}
+	if _, err := c.Follow(ctx, pod, "nosuchjob", 0, io.Discard); !errors.Is(err, agentapi.ErrUnknownJob) {
+		t.Errorf("follow of an unknown job: %v", err)
+	}
+
+	// A follow whose reader leaves ends; the channel serves the next one.
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "s3", Command: "echo three; exec sleep 100"}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, leave := context.WithCancel(ctx)
+	three := &seen{want: "three\n", found: make(chan struct{})}
+	left := make(chan error, 1)
+	go func() {
+		_, err := c.Follow(fctx, pod, "s3", 0, three)
+		left <- err
+	}()
+	<-three.found
+	leave()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("left follow: %v", err)
+	}
+	out.Reset()
+	if _, err := c.Follow(ctx, pod, "s1", 0, &out); err != nil || out.String() != "one\n" {
+		t.Errorf("follow after a left one: %v, %q", err, out.String())
+	}
+	if calls := f.ran()[execs:]; len(calls) != 0 {
+		t.Errorf("execs with the channel up: %q", calls)
+	}
+	if _, err := c.Signal(ctx, pod, "s3", agentapi.SIGKILL); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSharedFollowsOldAgent: an agent without the control channel gets an
+// exec per follow, and one try at a channel.
+func TestSharedFollowsOldAgent(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	f.refuse = map[string]int{agentapi.CmdControl: agentapi.ExitUsage}
+	c := newClient(t, srv.URL, Options{ShareFollows: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "o1", Command: "echo old"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var out strings.Builder
+		if _, err := c.Follow(ctx, pod, "o1", 0, &out); err != nil || out.String() != "old\n" {
+			t.Fatalf("follow: %v, %q", err, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if calls := f.ran(); count(calls, agentapi.CmdControl) != 1 || count(calls, agentapi.CmdFollow) != 3 {
 		t.Errorf("execs: %q", calls)
 	}
 }
