@@ -172,7 +172,7 @@ func run() error {
 			return err
 		}
 		if *localDir == "" {
-			agent, err := agentclient.New(cfg, agentclient.Options{Container: *container})
+			agent, err := agentclient.New(cfg, agentclient.Options{Container: *container, ShareFollows: true})
 			if err != nil {
 				return err
 			}

@@ -53,17 +53,22 @@ func TestBenchCluster(t *testing.T) {
 	}
 	pool := EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	pod := workerPods(t, Pool, pool.Status.Revision)[0].Name
-	agent := newAgent(t)
+	// warm follows as the bot does, over a channel to each worker it
+	// follows on; agent follows with an exec each, as kubectl shelljob.
+	warm, agent := newAgent(t, true), newAgent(t, false)
 
-	var start startSteps
+	var start, startCold startSteps
 	var startBase, roundTrip []time.Duration
 	for i := range jobs {
-		start.add(jobToFirstByte(t, agent, fmt.Sprintf("start%02d", i)))
+		start.add(jobToFirstByte(t, warm, fmt.Sprintf("start%02d", i)))
+		startCold.add(jobToFirstByte(t, agent, fmt.Sprintf("cold%02d", i)))
 		startBase = append(startBase, execToFirstByte(t, pod, "zsh", "-c", "echo x"))
 		roundTrip = append(roundTrip, execRoundTrip(t, agent, pod))
 	}
 	report("start_p50", pct(start.firstByte, 50), "ms")
 	report("start_p95", pct(start.firstByte, 95), "ms")
+	report("start_cold_p50", pct(startCold.firstByte, 50), "ms")
+	report("start_cold_p95", pct(startCold.firstByte, 95), "ms")
 	report("start_base_p50", pct(startBase, 50), "ms")
 	report("start_base_p95", pct(startBase, 95), "ms")
 	report("start_step_create_p50", pct(start.created, 50), "ms")
@@ -99,7 +104,9 @@ func pct(ds []time.Duration, p int) float64 {
 	return float64(s[i]) / float64(time.Millisecond)
 }
 
-func newAgent(t *testing.T) *agentclient.Client {
+// newAgent is an agent client of the suite's cluster; share keeps a warm
+// channel to each worker it follows on (agentclient.Options.ShareFollows).
+func newAgent(t *testing.T, share bool) *agentclient.Client {
 	t.Helper()
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: os.Getenv("E2E_CONTEXT")}
@@ -107,7 +114,7 @@ func newAgent(t *testing.T) *agentclient.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer})
+	a, err := agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer, ShareFollows: share})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +395,7 @@ func TestBenchBurst(t *testing.T) {
 	took := time.Since(t0)
 	writes := apiWritesBy(t)
 
-	agent := newAgent(t)
+	agent := newAgent(t, true)
 	var mu sync.Mutex
 	lost := 0
 	parallel(jobs, 8, func(i int) {
