@@ -413,7 +413,8 @@ func TestWarmChannelCut(t *testing.T) {
 	trap := WaitForJobPhase(t, jobs[0], JobTimeout, shellv1alpha1.PhaseRunning)
 	ends := WaitForJobPhase(t, jobs[1], JobTimeout, shellv1alpha1.PhaseRunning)
 	pods := slices.Compact([]string{trap.Status.Pod, ends.Status.Pod})
-	const control = "shelljob-agent control"
+	// The operator's channel; a reader's (the bot's) ends in --no-events.
+	const control = "shelljob-agent control --protocol=[0-9]+$"
 	inPod := func(pod string, args ...string) error {
 		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...).Run()
 	}
