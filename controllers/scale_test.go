@@ -102,6 +102,16 @@ func TestPoolWithManyFinishedJobs(t *testing.T) {
 		}
 		return len(list.Items) == finishedJobs+1, fmt.Sprint(len(list.Items))
 	})
+	// The pool's job counters are written at most once a second: wait for
+	// the busy worker to be counted, so that the pass below has nothing
+	// to write.
+	eventually(t, waitShort, "the busy worker counted", func() (bool, string) {
+		var pool shellv1alpha1.ShellPool
+		if err := op.mgr.GetCache().Get(ctx, types.NamespacedName{Namespace: ns, Name: "shell"}, &pool); err != nil {
+			return false, err.Error()
+		}
+		return pool.Status.BusyReplicas == 1, fmt.Sprint(pool.Status.BusyReplicas)
+	})
 
 	counted := &countingClient{Client: op.mgr.GetClient()}
 	pools := *op.pools
