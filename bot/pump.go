@@ -31,6 +31,7 @@ import (
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
+	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/termrender"
 )
 
@@ -298,7 +299,7 @@ func (r *run) pump(ctx context.Context) {
 		err := b.cluster.Watch(ctx, r.job.Name, func(obj *shellv1alpha1.ShellJob) {
 			r.setObj(obj)
 			r.job.Observe(obj)
-			if phaseFinished(obj.Status.Phase) {
+			if shelljob.IsFinished(obj) {
 				once.Do(func() { close(ended) })
 			}
 		})
@@ -392,7 +393,7 @@ func (r *run) tick(ctx context.Context) bool {
 	if now.Before(r.job.Created.Add(pace.PreviewDelay)) || r.job.Number() == 0 {
 		return false
 	}
-	if obj := r.latest(); obj != nil && phaseFinished(obj.Status.Phase) {
+	if obj := r.latest(); obj != nil && shelljob.IsFinished(obj) {
 		// The final is about to take the preview's place.
 		return true
 	}
@@ -439,7 +440,7 @@ func (r *run) awaitingOutput() bool {
 		return false
 	}
 	obj := r.latest()
-	return obj != nil && !phaseFinished(obj.Status.Phase)
+	return obj != nil && !shelljob.IsFinished(obj)
 }
 
 func (r *run) stopButtons() [][]Button {
@@ -553,7 +554,7 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 		if obj != nil && obj.Status.Ran && obj.Status.Pod != "" {
 			break
 		}
-		if obj != nil && phaseFinished(obj.Status.Phase) {
+		if obj != nil && shelljob.IsFinished(obj) {
 			return
 		}
 		select {
@@ -597,7 +598,7 @@ func (r *run) putFiles(ctx context.Context) {
 	for {
 		obj, next := r.watchObj()
 		if obj != nil {
-			if phaseFinished(obj.Status.Phase) {
+			if shelljob.IsFinished(obj) {
 				return
 			}
 			pod = obj.Status.Pod

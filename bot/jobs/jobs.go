@@ -167,7 +167,8 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 			j.state = Running
 		}
 	default:
-		panic("jobs: unknown phase " + string(obj.Status.Phase))
+		// A phase of a newer operator: the state stays as it was, and
+		// the job ends when shelljob.IsFinished says so.
 	}
 	if obj.Spec.Stop {
 		j.markStoppedLocked(obj.Spec.StopReason)

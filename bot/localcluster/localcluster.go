@@ -156,17 +156,13 @@ func (c *Cluster) bump(j *job) {
 	c.changed.Broadcast()
 }
 
-func finished(p shellv1alpha1.ShellJobPhase) bool {
-	return p == shellv1alpha1.PhaseSucceeded || p == shellv1alpha1.PhaseFailed || p == shellv1alpha1.PhaseStopped
-}
-
 // scheduleLocked gives free workers to queued jobs in FIFO order, and
 // starts those that are not held.
 func (c *Cluster) scheduleLocked() {
 	busy := map[string]map[int]bool{}
 	for _, name := range c.order {
 		j := c.jobs[name]
-		if j.worker >= 0 && !finished(j.obj.Status.Phase) && j.obj.Spec.Mode != shellv1alpha1.ModeDirect {
+		if j.worker >= 0 && !shelljob.IsFinished(&j.obj) && j.obj.Spec.Mode != shellv1alpha1.ModeDirect {
 			if busy[j.obj.Spec.Pool] == nil {
 				busy[j.obj.Spec.Pool] = map[int]bool{}
 			}
@@ -361,7 +357,7 @@ func (c *Cluster) LoseWorker(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.jobs[name]
-	if !ok || j.cmd == nil || finished(j.obj.Status.Phase) {
+	if !ok || j.cmd == nil || shelljob.IsFinished(&j.obj) {
 		return fmt.Errorf("shelljob %q is not running", name)
 	}
 	j.lost = true

@@ -66,17 +66,18 @@ func randomID() int64 {
 	return int64(binary.LittleEndian.Uint64(b[:]))
 }
 
-// InputPeer is the MTProto peer of chat.
-func InputPeer(c bot.Chat) tg.InputPeerClass {
+// InputPeer is the MTProto peer of chat. A chat read back from a job's
+// annotation may hold any kind, so an unknown one is an error.
+func InputPeer(c bot.Chat) (tg.InputPeerClass, error) {
 	switch c.Kind {
 	case bot.PeerUser:
-		return &tg.InputPeerUser{UserID: c.PeerID, AccessHash: c.AccessHash}
+		return &tg.InputPeerUser{UserID: c.PeerID, AccessHash: c.AccessHash}, nil
 	case bot.PeerChat:
-		return &tg.InputPeerChat{ChatID: c.PeerID}
+		return &tg.InputPeerChat{ChatID: c.PeerID}, nil
 	case bot.PeerChannel:
-		return &tg.InputPeerChannel{ChannelID: c.PeerID, AccessHash: c.AccessHash}
+		return &tg.InputPeerChannel{ChannelID: c.PeerID, AccessHash: c.AccessHash}, nil
 	default:
-		panic("tgclient: unknown peer kind " + string(c.Kind))
+		return nil, fmt.Errorf("chat %d has an unknown peer kind %q", c.ID, c.Kind)
 	}
 }
 
@@ -140,9 +141,13 @@ func sentID(u tg.UpdatesClass, rid int64) (int, error) {
 
 // SendText implements bot.Telegram.
 func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text string, silent bool, buttons [][]bot.Button) (int, error) {
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return 0, err
+	}
 	rid := randomID()
 	req := &tg.MessagesSendMessageRequest{
-		Peer: InputPeer(chat), Message: text, RandomID: rid, NoWebpage: true, Silent: silent,
+		Peer: peer, Message: text, RandomID: rid, NoWebpage: true, Silent: silent,
 	}
 	if r := replyTo(chat, reply); r != nil {
 		req.SetReplyTo(r)
@@ -160,12 +165,16 @@ func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text strin
 // EditText implements bot.Telegram. An edit that changes nothing counts as
 // done.
 func (a *API) EditText(ctx context.Context, chat bot.Chat, id int, text string, buttons [][]bot.Button) error {
-	req := &tg.MessagesEditMessageRequest{Peer: InputPeer(chat), ID: id, NoWebpage: true}
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return err
+	}
+	req := &tg.MessagesEditMessageRequest{Peer: peer, ID: id, NoWebpage: true}
 	req.SetMessage(text)
 	if m := buttonsMarkup(buttons); m != nil {
 		req.SetReplyMarkup(m)
 	}
-	_, err := a.home().MessagesEditMessage(ctx, req)
+	_, err = a.home().MessagesEditMessage(ctx, req)
 	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
 		return nil
 	}
@@ -194,8 +203,12 @@ func (a *API) Delete(ctx context.Context, chat bot.Chat, id int) error {
 // Draft implements bot.Telegram: messages.setTyping with a text draft that
 // has a Stop button.
 func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) error {
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return err
+	}
 	req := &tg.MessagesSetTypingRequest{
-		Peer: InputPeer(chat),
+		Peer: peer,
 		Action: &tg.SendMessageTextDraftAction{
 			CanStop: true, RandomID: rid,
 			Text: tg.TextWithEntities{Text: text, Entities: []tg.MessageEntityClass{}},
@@ -212,6 +225,10 @@ func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) 
 
 // SendFile implements bot.Telegram: a photo, or a document.
 func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return 0, err
+	}
 	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", f.Name, err)
@@ -223,7 +240,7 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 		media = documentMedia(up, f.Name)
 	}
 	rid := randomID()
-	req := &tg.MessagesSendMediaRequest{Peer: InputPeer(chat), Media: media, RandomID: rid}
+	req := &tg.MessagesSendMediaRequest{Peer: peer, Media: media, RandomID: rid}
 	if r := replyTo(chat, reply); r != nil {
 		req.SetReplyTo(r)
 	}

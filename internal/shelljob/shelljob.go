@@ -20,9 +20,20 @@ const (
 )
 
 // IsFinished tells whether the job has ended: its command exited, it was
-// stopped before it ran, or its worker was lost.
+// stopped before it ran, or its worker was lost. Its Finished condition or
+// a final phase says so; a phase this version does not know is not final,
+// and never a panic, so an older reader keeps working next to a newer
+// operator.
 func IsFinished(j *shellv1alpha1.ShellJob) bool {
-	return meta.IsStatusConditionTrue(j.Status.Conditions, shellv1alpha1.ShellJobFinished)
+	if meta.IsStatusConditionTrue(j.Status.Conditions, shellv1alpha1.ShellJobFinished) {
+		return true
+	}
+	switch j.Status.Phase {
+	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+		return true
+	default:
+		return false
+	}
 }
 
 // IsAssigned tells whether the job has a worker pod, started or not.

@@ -120,3 +120,29 @@ func TestExpiry(t *testing.T) {
 		t.Error("a job with no CompletionTime expires")
 	}
 }
+
+func TestIsFinishedByPhase(t *testing.T) {
+	cases := map[shellv1alpha1.ShellJobPhase]bool{
+		"":                           false,
+		shellv1alpha1.PhaseQueued:    false,
+		shellv1alpha1.PhaseRunning:   false,
+		shellv1alpha1.PhaseStopping:  false,
+		shellv1alpha1.PhaseSucceeded: true,
+		shellv1alpha1.PhaseFailed:    true,
+		shellv1alpha1.PhaseStopped:   true,
+		"Paused":                     false, // a phase of a newer operator
+	}
+	for phase, want := range cases {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Phase = phase
+		if got := IsFinished(j); got != want {
+			t.Errorf("IsFinished(phase %q) = %v, want %v", phase, got, want)
+		}
+	}
+	j := utiltesting.MakeShellJob("j", "ns").Obj()
+	j.Status.Phase = "Paused"
+	SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "exit 0")
+	if !IsFinished(j) {
+		t.Error("an unknown phase with Finished=True is not finished")
+	}
+}
