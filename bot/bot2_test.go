@@ -445,6 +445,43 @@ func TestForwardedCommandIgnored(t *testing.T) {
 	}
 }
 
+// submitLog records the commands of the jobs submitted.
+type submitLog struct {
+	bot.Cluster
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (s *submitLog) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+	s.mu.Lock()
+	s.cmds = append(s.cmds, spec.Command)
+	s.mu.Unlock()
+	return s.Cluster.Submit(ctx, spec, annotations)
+}
+
+func (s *submitLog) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cmds)
+}
+
+// A guest answer the admin picked is posted in their name via the bot: its
+// text may read as a command, and the bot must not run it (the reference's
+// "echoed guest answer").
+func TestEchoedGuestAnswerIgnored(t *testing.T) {
+	submits := &submitLog{}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { submits.Cluster = c; return submits }})
+	since := e.srv.Seq()
+	if _, err := e.admin.In(e.group).ViaBot().Text(e.ctx, ".a echo echoed"); err != nil {
+		t.Fatal(err)
+	}
+	m := e.send(e.admin, e.group, ".a echo mine")
+	e.wait(since, "own", sendTo(e.group, m.ID))
+	if got := submits.commands(); !slices.Equal(got, []string{"echo mine"}) {
+		t.Errorf("jobs submitted for %q, want only echo mine", got)
+	}
+}
+
 func TestKillAsReply(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	since := e.srv.Seq()

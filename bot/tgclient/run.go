@@ -62,7 +62,7 @@ type Client struct {
 	feed    *feed
 	session *sessionWatch
 	// self is the bot's user id, once logged in.
-	self int64
+	self atomic.Int64
 }
 
 // errSessionLost ends a login's run when Telegram no longer knows its
@@ -84,7 +84,7 @@ func New(b *bot.Bot, o Options) *Client {
 	c := &Client{opts: o, disp: tg.NewUpdateDispatcher(), lanes: &lanes{}}
 	c.connect()
 	c.API = NewAPI(c.client, o.DC)
-	register(c.disp, c.lanes, b, o.Log)
+	register(c.disp, c.lanes, b, &c.self, o.Log)
 	return c
 }
 
@@ -264,7 +264,7 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 	if err != nil {
 		return fmt.Errorf("read the bot's profile: %w", err)
 	}
-	c.self = self.ID
+	c.self.Store(self.ID)
 	c.session.mu.Lock()
 	c.session.loggedIn = true
 	c.session.mu.Unlock()
@@ -321,11 +321,16 @@ func (c *Client) savedState(ctx context.Context, self int64) bool {
 }
 
 // register routes the updates to b. Each answer runs in the lane of its
-// chat (lanes), never on the updates manager's loop.
-func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, log logr.Logger) {
+// chat (lanes), never on the updates manager's loop. self is the bot's
+// user id: a message sent via the bot is an echoed guest answer, never a
+// command.
+func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
 	onMessage := func(ctx context.Context, e tg.Entities, mc tg.MessageClass) error {
 		m, ok := mc.(*tg.Message)
 		if !ok || m.Out {
+			return nil
+		}
+		if via, ok := m.GetViaBotID(); ok && via == self.Load() {
 			return nil
 		}
 		msg, ok := convertMessage(e, m)
