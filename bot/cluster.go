@@ -10,10 +10,16 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
+// ErrJobExists is wrapped by a Submit whose command already has its job:
+// the command was handled before (shelljob.TelegramName).
+var ErrJobExists = errors.New("the command's job already exists")
+
 // JobSubmitter creates ShellJobs.
 type JobSubmitter interface {
 	// Submit creates a job with spec and annotations, and returns it with
-	// its name and UID set.
+	// its name and UID set. The name comes from the command's origin
+	// (shelljob.TelegramName); when a job of that name exists, Submit
+	// returns that job with an error wrapping ErrJobExists.
 	Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error)
 }
 

@@ -153,6 +153,10 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	}
 	b.stopIfShuttingDown(&spec)
 	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
 	if err != nil {
 		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
 	}
@@ -235,6 +239,10 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 	}
 	b.stopIfShuttingDown(&spec)
 	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
 	if err != nil {
 		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
 	}
@@ -251,41 +259,56 @@ func (b *Bot) resume(ctx context.Context) error {
 		return fmt.Errorf("list jobs: %w", err)
 	}
 	for i := range all {
-		sj := &all[i]
-		if _, done := sj.Annotations[shellv1alpha1.AnnotationDelivered]; done {
-			continue
-		}
-		var note previewNote
-		if err := json.Unmarshal([]byte(sj.Annotations[shellv1alpha1.AnnotationPreview]), &note); err != nil {
-			b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
-			continue
-		}
-		owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
-		r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
-		// The CR's timestamp has whole seconds, fine for a job that started
-		// before this bot did; a fresh job times its preview by the clock.
-		j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
-			Created: sj.CreationTimestamp.Time}
-		switch {
-		case note.Guest != nil:
-			r.kind = guestPreview
-			j.Chat = 0
-		case note.Msg != 0:
-			r.kind = editPreview
-		case note.Draft != 0:
-			r.kind = draftPreview
-		}
-		r.job = b.newJob(sj, j)
-		r.job.SetPreview(note.Msg, note.Draft)
-		r.resumed = true
-		r.setObj(sj.DeepCopy())
-		// The preview shows the output's end, read from the spool; the
-		// final reads the whole output there again.
-		r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
-		b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
-		b.launch(r)
+		b.adopt(ctx, &all[i])
 	}
 	return nil
+}
+
+// handled answers a command whose job exists: a restarted bot was sent the
+// command again. The job is delivered, followed already (resume took it
+// up), or taken up now; it is never created or answered again.
+func (b *Bot) handled(ctx context.Context, sj *shellv1alpha1.ShellJob) {
+	b.cfg.Log.Info("Command already handled: its job exists", "job", sj.Name)
+	if b.registry.Get(sj.Name) == nil {
+		b.adopt(ctx, sj)
+	}
+}
+
+// adopt follows a job that a previous run of the bot left undelivered: its
+// preview comes back and its final is delivered.
+func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
+	if _, done := sj.Annotations[shellv1alpha1.AnnotationDelivered]; done {
+		return
+	}
+	var note previewNote
+	if err := json.Unmarshal([]byte(sj.Annotations[shellv1alpha1.AnnotationPreview]), &note); err != nil {
+		b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
+		return
+	}
+	owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
+	r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
+	// The CR's timestamp has whole seconds, fine for a job that started
+	// before this bot did; a fresh job times its preview by the clock.
+	j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
+		Created: sj.CreationTimestamp.Time}
+	switch {
+	case note.Guest != nil:
+		r.kind = guestPreview
+		j.Chat = 0
+	case note.Msg != 0:
+		r.kind = editPreview
+	case note.Draft != 0:
+		r.kind = draftPreview
+	}
+	r.job = b.newJob(sj, j)
+	r.job.SetPreview(note.Msg, note.Draft)
+	r.resumed = true
+	r.setObj(sj.DeepCopy())
+	// The preview shows the output's end, read from the spool; the
+	// final reads the whole output there again.
+	r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
+	b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
+	b.launch(r)
 }
 
 // pump runs the job to its delivery.

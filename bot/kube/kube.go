@@ -22,6 +22,7 @@ import (
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/kubeutil"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // Cluster implements bot.Cluster.
@@ -44,13 +45,25 @@ func (c *Cluster) worker(name string) types.NamespacedName {
 
 var _ bot.Cluster = (*Cluster)(nil)
 
-// Submit implements bot.JobSubmitter.
+// Submit implements bot.JobSubmitter. An origin that names no message
+// gets a generated name.
 func (c *Cluster) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	sj := &shellv1alpha1.ShellJob{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "tg-", Namespace: c.Namespace, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: shelljob.TelegramName(spec.Origin), Namespace: c.Namespace, Annotations: annotations},
 		Spec:       spec,
 	}
-	if err := c.Client.Create(ctx, sj); err != nil {
+	if sj.Name == "" {
+		sj.GenerateName = "tg-"
+	}
+	err := c.Client.Create(ctx, sj)
+	if apierrors.IsAlreadyExists(err) && sj.Name != "" {
+		var old shellv1alpha1.ShellJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sj), &old); err != nil {
+			return nil, fmt.Errorf("get existing shelljob %s: %w", sj.Name, err)
+		}
+		return &old, fmt.Errorf("create shelljob %s: %w", sj.Name, bot.ErrJobExists)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}
 	return sj, nil

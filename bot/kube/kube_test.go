@@ -2,8 +2,10 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
+
+// lastMessage numbers the commands of telegramSpec: each names its own
+// job (shelljob.TelegramName).
+var lastMessage atomic.Int64
 
 func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
 	return shellv1alpha1.ShellJobSpec{
@@ -24,7 +32,7 @@ func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
 		Pool:    shellv1alpha1.DefaultPool,
 		Origin: shellv1alpha1.ShellJobOrigin{
 			Source: shellv1alpha1.OriginTelegram, User: user,
-			Chat: -1001234567890, Topic: 7, Message: 42,
+			Chat: -1001234567890, Topic: 7, Message: lastMessage.Add(1),
 		},
 	}
 }
@@ -85,6 +93,37 @@ func (w *watcher) waitFor(t *testing.T, what string, match func(*shellv1alpha1.S
 		case <-timeout:
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// A command submitted again (updates replayed after a restart) names the
+// same job: the second Submit creates nothing and returns the first job.
+func TestSubmitTwice(t *testing.T) {
+	ns := namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	spec := telegramSpec("echo once", "1")
+	first, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := shelljob.TelegramName(spec.Origin); first.Name != want {
+		t.Errorf("name = %q, want %q", first.Name, want)
+	}
+	again, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
+	if !errors.Is(err, bot.ErrJobExists) {
+		t.Fatalf("second submit: %v, want ErrJobExists", err)
+	}
+	if again == nil || again.UID != first.UID {
+		t.Fatalf("second submit returned %+v, want the first job", again)
+	}
+	var list shellv1alpha1.ShellJobList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("%d jobs, want 1", len(list.Items))
 	}
 }
 

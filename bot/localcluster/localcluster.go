@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -109,8 +110,14 @@ func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, ann
 	if spec.Mode == "" {
 		spec.Mode = shellv1alpha1.ModeFork
 	}
+	name := shelljob.TelegramName(spec.Origin)
+	if j, ok := c.jobs[name]; ok {
+		return j.snapshot(), fmt.Errorf("create %s: %w", name, bot.ErrJobExists)
+	}
 	c.next++
-	name := fmt.Sprintf("sj-%d", c.next)
+	if name == "" {
+		name = fmt.Sprintf("sj-%d", c.next)
+	}
 	j := &job{worker: -1, spool: newSpool()}
 	j.obj = shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{

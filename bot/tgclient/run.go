@@ -189,6 +189,7 @@ func (c *Client) connect() {
 // Telegram forgets the session (a reset server), it drops the session and
 // logs in again.
 func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
+	defer c.saveState()
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
 	}
@@ -213,6 +214,30 @@ func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
 		}
 		c.connect()
 		c.API.setClient(c.client)
+	}
+}
+
+// stateFlusher is an updates state that writes what it holds on Flush,
+// such as ConfigMapState.
+type stateFlusher interface {
+	Flush(ctx context.Context) error
+}
+
+// stateSaveTimeout bounds the last write of the updates state.
+const stateSaveTimeout = 10 * time.Second
+
+// saveState writes the updates state once the client is done: the updates
+// handled during the shutdown window count too, and a restart does not
+// fetch their commands again.
+func (c *Client) saveState() {
+	f, ok := c.opts.State.(stateFlusher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateSaveTimeout)
+	defer cancel()
+	if err := f.Flush(ctx); err != nil {
+		c.opts.Log.Error(err, "Could not save the updates state; a restart may fetch some updates again")
 	}
 }
 

@@ -1,6 +1,7 @@
 package shelljob
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -110,6 +111,33 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TelegramName is the name of the job of a Telegram command, from where
+// the command came: tg-<chat>-<message> for a chat message, tg-q<query>
+// for a guest chat query, with a minus sign written "m" (tg-m1001234-56).
+// A command seen twice, as when a restarted bot is sent updates again,
+// names one job, and the second create fails with AlreadyExists. It is
+// "" when the origin names neither, and the job then gets a generated name.
+func TelegramName(o shellv1alpha1.ShellJobOrigin) string {
+	switch {
+	case o.Chat != 0 && o.Message != 0:
+		return "tg-" + dnsInt(strconv.FormatInt(o.Chat, 10)) + "-" + dnsInt(strconv.FormatInt(o.Message, 10))
+	case o.GuestQuery != "":
+		if _, err := strconv.ParseInt(o.GuestQuery, 10, 64); err == nil {
+			return "tg-q" + dnsInt(o.GuestQuery)
+		}
+	}
+	return ""
+}
+
+// dnsInt writes a decimal integer's sign as "m", which a DNS-1123 name may
+// hold anywhere.
+func dnsInt(s string) string {
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		return "m" + rest
+	}
+	return s
 }
 
 // Mode is the job's mode, Fork when unset.
