@@ -160,6 +160,8 @@ type Message struct {
 	// ReplyTo is the message this one really replies to (in a topic, not
 	// the topic's own header), 0 for none.
 	ReplyTo int
+	// Date is when it was sent: with the chat and ID, it names the job.
+	Date time.Time
 }
 
 // Callback is a press of an inline button.
@@ -180,6 +182,8 @@ type GuestQuery struct {
 	// the edit pace).
 	Chat    int64
 	Private bool
+	// Date is when the query's message was sent.
+	Date time.Time
 }
 
 func (b *Bot) isAdmin(u int64) bool { return b.admins[u] }

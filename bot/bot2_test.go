@@ -452,11 +452,11 @@ type submitLog struct {
 	cmds []string
 }
 
-func (s *submitLog) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+func (s *submitLog) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	s.mu.Lock()
 	s.cmds = append(s.cmds, spec.Command)
 	s.mu.Unlock()
-	return s.Cluster.Submit(ctx, spec, annotations)
+	return s.Cluster.Submit(ctx, name, spec, annotations)
 }
 
 func (s *submitLog) commands() []string {

@@ -152,7 +152,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 		Hold: len(files) > 0,
 	}
 	b.stopIfShuttingDown(&spec)
-	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, m.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
 	if errors.Is(err, ErrJobExists) {
 		b.handled(ctx, sj)
 		return nil
@@ -238,7 +238,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		},
 	}
 	b.stopIfShuttingDown(&spec)
-	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, q.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
 	if errors.Is(err, ErrJobExists) {
 		b.handled(ctx, sj)
 		return nil

@@ -22,7 +22,6 @@ import (
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/kubeutil"
-	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // Cluster implements bot.Cluster.
@@ -45,11 +44,10 @@ func (c *Cluster) worker(name string) types.NamespacedName {
 
 var _ bot.Cluster = (*Cluster)(nil)
 
-// Submit implements bot.JobSubmitter. An origin that names no message
-// gets a generated name.
-func (c *Cluster) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+// Submit implements bot.JobSubmitter.
+func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	sj := &shellv1alpha1.ShellJob{
-		ObjectMeta: metav1.ObjectMeta{Name: shelljob.TelegramName(spec.Origin), Namespace: c.Namespace, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Annotations: annotations},
 		Spec:       spec,
 	}
 	if sj.Name == "" {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +20,6 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// lastMessage numbers the commands of telegramSpec: each names its own
-// job (shelljob.TelegramName).
-var lastMessage atomic.Int64
-
 func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
 	return shellv1alpha1.ShellJobSpec{
 		Command: cmd,
@@ -32,7 +27,7 @@ func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
 		Pool:    shellv1alpha1.DefaultPool,
 		Origin: shellv1alpha1.ShellJobOrigin{
 			Source: shellv1alpha1.OriginTelegram, User: user,
-			Chat: -1001234567890, Topic: 7, Message: lastMessage.Add(1),
+			Chat: -1001234567890, Topic: 7, Message: 42,
 		},
 	}
 }
@@ -104,14 +99,15 @@ func TestSubmitTwice(t *testing.T) {
 	defer cancel()
 	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
 	spec := telegramSpec("echo once", "1")
-	first, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	name := shelljob.TelegramName(spec.Origin, time.Now())
+	first, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := shelljob.TelegramName(spec.Origin); first.Name != want {
-		t.Errorf("name = %q, want %q", first.Name, want)
+	if first.Name != name {
+		t.Errorf("name = %q, want %q", first.Name, name)
 	}
-	again, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
+	again, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
 	if !errors.Is(err, bot.ErrJobExists) {
 		t.Fatalf("second submit: %v, want ErrJobExists", err)
 	}
@@ -135,7 +131,7 @@ func TestJobLifecycle(t *testing.T) {
 
 	spec := telegramSpec("sleep 100", "1001")
 	spec.Hold = true
-	sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
+	sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +210,7 @@ func TestConcurrentStops(t *testing.T) {
 	ctx := context.Background()
 	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
 	for range 5 {
-		sj, err := c.Submit(ctx, telegramSpec("sleep 1", "1"), nil)
+		sj, err := c.Submit(ctx, "", telegramSpec("sleep 1", "1"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +234,7 @@ func TestConcurrentStops(t *testing.T) {
 func TestWatchOutlivesItsContext(t *testing.T) {
 	ns := namespace(t)
 	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
-	sj, err := c.Submit(context.Background(), telegramSpec("true", "1"), nil)
+	sj, err := c.Submit(context.Background(), "", telegramSpec("true", "1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +269,7 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	guest.Origin.Chat, guest.Origin.Topic, guest.Origin.Message, guest.Origin.GuestQuery = 0, 0, 0, "123456789012345"
 	var names []string
 	for _, spec := range []shellv1alpha1.ShellJobSpec{telegramSpec("a", "1"), telegramSpec("b", "1"), guest} {
-		sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+		sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +359,7 @@ func TestListPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := c.Submit(ctx, telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
+		if _, err := c.Submit(ctx, "", telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -95,7 +95,7 @@ func New(o Options) *Cluster {
 
 // Submit implements bot.JobSubmitter. The job is Queued with its number
 // set; it starts once a worker is free (and it is not held).
-func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+func (c *Cluster) Submit(_ context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.FailSubmit != nil {
@@ -110,7 +110,6 @@ func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, ann
 	if spec.Mode == "" {
 		spec.Mode = shellv1alpha1.ModeFork
 	}
-	name := shelljob.TelegramName(spec.Origin)
 	if j, ok := c.jobs[name]; ok {
 		return j.snapshot(), fmt.Errorf("create %s: %w", name, bot.ErrJobExists)
 	}

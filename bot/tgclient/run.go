@@ -404,7 +404,7 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		if !ok {
 			return nil
 		}
-		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID)}
+		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID), Date: time.Unix(int64(m.Date), 0)}
 		_, q.Private = m.PeerID.(*tg.PeerUser)
 		l.do(q.Chat, func() {
 			if err := b.HandleGuestQuery(ctx, q); err != nil {
@@ -477,5 +477,5 @@ func convertMessage(e tg.Entities, m *tg.Message) (bot.Message, bool) {
 		}
 	}
 	_, fwd := m.GetFwdFrom()
-	return bot.Message{Chat: chat, ID: m.ID, From: from, Text: m.Message, Forwarded: fwd, ReplyTo: reply}, true
+	return bot.Message{Chat: chat, ID: m.ID, From: from, Text: m.Message, Forwarded: fwd, ReplyTo: reply, Date: time.Unix(int64(m.Date), 0)}, true
 }

@@ -114,18 +114,22 @@ func later(a, b time.Time) time.Time {
 }
 
 // TelegramName is the name of the job of a Telegram command, from where
-// the command came: tg-<chat>-<message> for a chat message, tg-q<query>
-// for a guest chat query, with a minus sign written "m" (tg-m1001234-56).
-// A command seen twice, as when a restarted bot is sent updates again,
-// names one job, and the second create fails with AlreadyExists. It is
-// "" when the origin names neither, and the job then gets a generated name.
-func TelegramName(o shellv1alpha1.ShellJobOrigin) string {
+// the command came and when it was sent: tg-<chat>-<message>-<unix time>
+// for a chat message, tg-q<query>-<unix time> for a guest chat query, with
+// a minus sign written "m" (tg-m1001234-56-1767225600). A command seen
+// twice, as when a restarted bot is sent updates again, names one job, and
+// the second create fails with AlreadyExists; the time tells apart a
+// message of a server that numbers its messages anew (a reset test
+// server). It is "" when the origin names neither, and the job then gets a
+// generated name.
+func TelegramName(o shellv1alpha1.ShellJobOrigin, sent time.Time) string {
+	at := strconv.FormatInt(sent.Unix(), 10)
 	switch {
 	case o.Chat != 0 && o.Message != 0:
-		return "tg-" + dnsInt(strconv.FormatInt(o.Chat, 10)) + "-" + dnsInt(strconv.FormatInt(o.Message, 10))
+		return "tg-" + dnsInt(strconv.FormatInt(o.Chat, 10)) + "-" + dnsInt(strconv.FormatInt(o.Message, 10)) + "-" + dnsInt(at)
 	case o.GuestQuery != "":
 		if _, err := strconv.ParseInt(o.GuestQuery, 10, 64); err == nil {
-			return "tg-q" + dnsInt(o.GuestQuery)
+			return "tg-q" + dnsInt(o.GuestQuery) + "-" + dnsInt(at)
 		}
 	}
 	return ""

@@ -154,18 +154,19 @@ func TestTelegramName(t *testing.T) {
 		origin shellv1alpha1.ShellJobOrigin
 		want   string
 	}{
-		"supergroup":     {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Message: 56}, "tg-m1001234567890-56"},
-		"private":        {shellv1alpha1.ShellJobOrigin{Chat: 777, Message: 3}, "tg-777-3"},
-		"topic":          {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Topic: 7, Message: 56}, "tg-m1001234567890-56"},
-		"guest":          {shellv1alpha1.ShellJobOrigin{GuestQuery: "123456789012345"}, "tg-q123456789012345"},
-		"negative guest": {shellv1alpha1.ShellJobOrigin{GuestQuery: "-5"}, "tg-qm5"},
+		"supergroup":     {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Message: 56}, "tg-m1001234567890-56-1767225600"},
+		"private":        {shellv1alpha1.ShellJobOrigin{Chat: 777, Message: 3}, "tg-777-3-1767225600"},
+		"topic":          {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Topic: 7, Message: 56}, "tg-m1001234567890-56-1767225600"},
+		"guest":          {shellv1alpha1.ShellJobOrigin{GuestQuery: "123456789012345"}, "tg-q123456789012345-1767225600"},
+		"negative guest": {shellv1alpha1.ShellJobOrigin{GuestQuery: "-5"}, "tg-qm5-1767225600"},
 		"odd guest":      {shellv1alpha1.ShellJobOrigin{GuestQuery: "a b"}, ""},
 		"no message":     {shellv1alpha1.ShellJobOrigin{Chat: 5}, ""},
-		"extremes":       {shellv1alpha1.ShellJobOrigin{Chat: math.MinInt64, Message: math.MaxInt64}, "tg-m9223372036854775808-9223372036854775807"},
+		"extremes":       {shellv1alpha1.ShellJobOrigin{Chat: math.MinInt64, Message: math.MaxInt64}, "tg-m9223372036854775808-9223372036854775807-1767225600"},
 	}
+	sent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := TelegramName(tc.origin)
+			got := TelegramName(tc.origin, sent)
 			if got != tc.want {
 				t.Fatalf("TelegramName = %q, want %q", got, tc.want)
 			}
@@ -175,5 +176,9 @@ func TestTelegramName(t *testing.T) {
 				}
 			}
 		})
+	}
+	o := shellv1alpha1.ShellJobOrigin{Chat: 5, Message: 1}
+	if TelegramName(o, sent) == TelegramName(o, sent.Add(time.Hour)) {
+		t.Error("one message id sent at two times names one job")
 	}
 }
