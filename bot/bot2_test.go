@@ -15,6 +15,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg"
 )
 
@@ -404,6 +405,35 @@ func TestFilesInAndOut(t *testing.T) {
 		if ev.Media != nil && ev.Media.Filename == "notes.txt" {
 			t.Errorf("the input file was sent back")
 		}
+	}
+}
+
+// A replied-to file over the limit is refused from the size its message
+// gives: nothing is downloaded, and no job is created.
+func TestRepliedFileTooBig(t *testing.T) {
+	submits := &submitLog{}
+	e := newEnv(t, envOptions{
+		files: bot.FileLimits{InFile: 1 << 10},
+		wrap:  func(c bot.Cluster) bot.Cluster { submits.Cluster = c; return submits },
+	})
+	since := e.srv.Seq()
+	doc, err := e.admin.In(e.group).Document("big.bin", "application/octet-stream", make([]byte, 4<<10)).Text(e.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, ".a wc -c big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.wait(since, "the refusal", sendTo(e.group, m.ID))
+	if want := texts.InFileTooBig("big.bin", 4<<10, 1<<10); ev.Text != want {
+		t.Errorf("answer = %q, want %q", ev.Text, want)
+	}
+	if calls := e.srv.Log().After(since).Method("upload.getFile"); len(calls) != 0 {
+		t.Errorf("%d upload.getFile calls for a refused file", len(calls))
+	}
+	if got := submits.commands(); len(got) != 0 {
+		t.Errorf("jobs submitted: %q", got)
 	}
 }
 

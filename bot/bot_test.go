@@ -44,7 +44,7 @@ func (e *env) startBot() func() {
 	if e.opts.wrap != nil {
 		cluster = e.opts.wrap(e.cluster)
 	}
-	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t)}, nil, cluster, e.store)
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -86,6 +86,8 @@ type envOptions struct {
 	clock clock.WithTicker
 	// state, when set, is the updates state, kept across restarts.
 	state updates.StateStorage
+	// files are the bot's file limits.
+	files bot.FileLimits
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

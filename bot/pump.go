@@ -131,7 +131,10 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	}
 	var files []File
 	if m.ReplyTo != 0 {
-		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo)
+		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
+		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
+			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
+		}
 		if err != nil {
 			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"mime"
 	"path"
@@ -252,7 +253,9 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 }
 
 // MessageFiles implements bot.Telegram: the document or photo of a message.
-func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.File, error) {
+// The size the message gives is checked before the download, and the
+// download stops at limit bytes all the same.
+func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int, limit int64) ([]bot.File, error) {
 	ids := []tg.InputMessageClass{&tg.InputMessageID{ID: id}}
 	var res tg.MessagesMessagesClass
 	var err error
@@ -276,12 +279,18 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 		if !ok || m.Media == nil {
 			continue
 		}
-		loc, name := fileLocation(m)
+		loc, name, size := fileLocation(m)
 		if loc == nil {
 			continue
 		}
-		var buf bytes.Buffer
-		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, &buf); err != nil {
+		if limit > 0 && size > limit {
+			return files, &bot.FileTooBigError{Name: name, Size: size, Limit: limit}
+		}
+		buf := &capped{limit: limit}
+		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, buf); err != nil {
+			if errors.Is(err, errOverLimit) {
+				return files, &bot.FileTooBigError{Name: name, Size: max(size, limit+1), Limit: limit}
+			}
 			return files, fmt.Errorf("download %s: %w", name, err)
 		}
 		files = append(files, bot.File{Name: name, Data: buf.Bytes()})
@@ -289,12 +298,29 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 	return files, nil
 }
 
-func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
+var errOverLimit = errors.New("over the size limit")
+
+// capped is a buffer that refuses to grow past limit bytes (0: no limit).
+type capped struct {
+	bytes.Buffer
+	limit int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.limit > 0 && int64(c.Len()+len(p)) > c.limit {
+		return 0, errOverLimit
+	}
+	return c.Buffer.Write(p)
+}
+
+// fileLocation is where the file of m is, its name, and its size as the
+// message gives it.
+func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string, int64) {
 	switch md := m.Media.(type) {
 	case *tg.MessageMediaDocument:
 		d, ok := md.Document.(*tg.Document)
 		if !ok {
-			return nil, ""
+			return nil, "", 0
 		}
 		name := fmt.Sprintf("file%d", m.ID)
 		for _, at := range d.Attributes {
@@ -302,22 +328,31 @@ func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
 				name = path.Base(fn.FileName)
 			}
 		}
-		return &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}, name
+		return &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}, name, d.Size
 	case *tg.MessageMediaPhoto:
 		p, ok := md.Photo.(*tg.Photo)
 		if !ok || len(p.Sizes) == 0 {
-			return nil, ""
+			return nil, "", 0
 		}
-		size := ""
+		var kind string
+		var size int64
 		for _, s := range p.Sizes {
-			if t, ok := s.(interface{ GetType() string }); ok {
-				size = t.GetType()
+			switch s := s.(type) {
+			case *tg.PhotoSize:
+				kind, size = s.Type, int64(s.Size)
+			case *tg.PhotoSizeProgressive:
+				kind, size = s.Type, 0
+				for _, n := range s.Sizes {
+					size = max(size, int64(n))
+				}
+			case interface{ GetType() string }:
+				kind = s.GetType()
 			}
 		}
-		return &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: size},
-			fmt.Sprintf("photo%d.jpg", m.ID)
+		return &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: kind},
+			fmt.Sprintf("photo%d.jpg", m.ID), size
 	}
-	return nil, ""
+	return nil, "", 0
 }
 
 // AnswerCallback implements bot.Telegram.
