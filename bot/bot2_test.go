@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gotd/td/tg"
+	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -434,6 +437,76 @@ func TestRepliedFileTooBig(t *testing.T) {
 	}
 	if got := submits.commands(); len(got) != 0 {
 		t.Errorf("jobs submitted: %q", got)
+	}
+}
+
+// The files of $SHELLJOB_OUT go out within the limits for one file and for
+// a job's files, and a note names each file left out and why.
+func TestOutputFilesCapped(t *testing.T) {
+	e := newEnv(t, envOptions{files: bot.FileLimits{OutFile: 1 << 10, OutJob: 3 << 10}})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a cd "$SHELLJOB_OUT"; head -c 100 /dev/zero > a.txt; head -c 2048 /dev/zero > big.bin; `+
+		`for f in c d e; do head -c 1000 /dev/zero > $f.txt; done`)
+	note := e.wait(since, "the note", func(ev faketg.Event) bool {
+		return sendTo(e.group, m.ID)(ev) && strings.HasPrefix(ev.Text, "⚠ Not sent")
+	})
+	want := texts.FilesSkipped([]string{texts.OutFileTooBig("big.bin", 2048, 1<<10), texts.OutJobTooBig("e.txt", 1000, 3<<10)})
+	if note.Text != want {
+		t.Errorf("note = %q, want %q", note.Text, want)
+	}
+	var sent []string
+	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+		if ev.Media != nil {
+			sent = append(sent, ev.Media.Filename)
+		}
+	}
+	if want := []string{"a.txt", "c.txt", "d.txt"}; !slices.Equal(sent, want) {
+		t.Errorf("sent %q, want %q", sent, want)
+	}
+}
+
+// filesCrash plays a bot that dies while it sends a job's files: GetFiles
+// hangs until the bot's context ends, and the cluster, like the API
+// server's client, refuses calls on an ended context.
+type filesCrash struct {
+	bot.Cluster
+	calls atomic.Int32
+}
+
+func (f *filesCrash) GetFiles(ctx context.Context, _ types.NamespacedName, _ string, _ io.Writer) error {
+	f.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *filesCrash) Annotate(ctx context.Context, name, key, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return f.Cluster.Annotate(ctx, name, key, value)
+}
+
+// A bot that died sending a job's files does not send them again after its
+// restart: the final says they were not sent.
+func TestOutputFilesAtMostOnce(t *testing.T) {
+	crash := &filesCrash{}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a echo big > "$SHELLJOB_OUT/big.bin"`)
+	e.wait(since, "the final", sendTo(e.group, m.ID))
+	deadline := time.Now().Add(time.Minute)
+	for crash.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the files were never asked for")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.restart()
+	e.wait(since, "the note", func(ev faketg.Event) bool {
+		return sendTo(e.group, m.ID)(ev) && ev.Text == texts.FilesNotDelivered
+	})
+	if n := crash.calls.Load(); n != 1 {
+		t.Errorf("the files were asked for %d times", n)
 	}
 }
 

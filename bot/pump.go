@@ -883,45 +883,74 @@ func (r *run) sendFinal(ctx context.Context, final string) {
 // photoExts are the pictures sent as photos; other files go as documents.
 var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".webp": true}
 
-// sendFiles uploads the files the command left in $SHELLJOB_OUT.
+// sendFiles streams the files the command left in $SHELLJOB_OUT to the
+// chat, each from the agent's tar stream straight into its upload, within
+// the file limits; a note names the files not sent. The attempt is
+// recorded on the job first: a bot that dies sending them (a file too big
+// for its memory, say) does not try again after its restart, and the note
+// says so.
 func (r *run) sendFiles(ctx context.Context) {
 	b := r.b
 	obj := r.latest()
 	if obj == nil || obj.Status.Pod == "" {
 		return
 	}
-	var buf bytes.Buffer
-	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
-	if err := b.cluster.GetFiles(ctx, pod, r.job.UID, &buf); err != nil {
-		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+	if _, tried := obj.Annotations[shellv1alpha1.AnnotationFilesAttempted]; tried {
+		r.sendNote(ctx, texts.FilesNotDelivered)
 		return
 	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesAttempted, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the files' delivery attempt; not sending them", "job", r.job.Name)
+		return
+	}
+	pr, pw := io.Pipe()
+	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, pod, r.job.UID, pw)) }()
+	// Closing the reader ends a GetFiles still writing.
+	defer pr.Close()
 	inputs := map[string]bool{}
 	for _, f := range r.files {
 		inputs[path.Base(f.Name)] = true
 	}
-	tr := tar.NewReader(&buf)
+	limits := b.cfg.Files
+	var sent int64
+	var skipped []string
+	tr := tar.NewReader(pr)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
 		if err != nil {
-			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
-			return
+			b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+			break
 		}
 		if h.Typeflag != tar.TypeReg || inputs[path.Base(h.Name)] {
 			continue
 		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
-			return
-		}
 		name := path.Base(h.Name)
-		f := File{Name: name, Data: data, Photo: photoExts[strings.ToLower(path.Ext(name))]}
+		switch {
+		case h.Size > limits.OutFile:
+			skipped = append(skipped, texts.OutFileTooBig(name, h.Size, limits.OutFile))
+			continue
+		case sent+h.Size > limits.OutJob:
+			skipped = append(skipped, texts.OutJobTooBig(name, h.Size, limits.OutJob))
+			continue
+		}
+		sent += h.Size
+		f := File{Name: name, Reader: tr, Size: h.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
 		}
+	}
+	if len(skipped) > 0 {
+		r.sendNote(ctx, texts.FilesSkipped(skipped))
+	}
+}
+
+// sendNote replies to the command with text.
+func (r *run) sendNote(ctx context.Context, text string) {
+	if _, err := r.b.tg.SendText(ctx, r.note.Chat, r.cmdMsg, text, false, nil); err != nil {
+		r.b.cfg.Log.Error(err, "Could not send a note", "job", r.job.Name)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // PeerKind is the MTProto kind of a chat.
@@ -41,6 +42,10 @@ type Button struct {
 type File struct {
 	Name string
 	Data []byte
+	// Reader, when set, is streamed in place of Data: Size bytes are read
+	// from it as the upload goes.
+	Reader io.Reader
+	Size   int64
 	// Photo sends a picture as a photo rather than as a document.
 	Photo bool
 }

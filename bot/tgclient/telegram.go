@@ -230,7 +230,7 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 	if err != nil {
 		return 0, err
 	}
-	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
+	up, err := upload(ctx, a.home(), f)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", f.Name, err)
 	}
@@ -250,6 +250,15 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 		return 0, fmt.Errorf("send %s: %w", f.Name, err)
 	}
 	return sentID(u, rid)
+}
+
+// upload uploads f, streamed from its Reader when it has one.
+func upload(ctx context.Context, api *tg.Client, f bot.File) (tg.InputFileClass, error) {
+	u := uploader.NewUploader(api)
+	if f.Reader != nil {
+		return u.Upload(ctx, uploader.NewUpload(f.Name, f.Reader, f.Size))
+	}
+	return u.FromBytes(ctx, f.Name, f.Data)
 }
 
 // MessageFiles implements bot.Telegram: the document or photo of a message.
@@ -416,7 +425,7 @@ func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) er
 // has none the bot may send to), then the answer is edited into that
 // document with messages.editInlineBotMessage on the DC that holds it.
 func (a *API) EditGuestFile(ctx context.Context, m bot.GuestMessage, caption string, f bot.File) error {
-	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
+	up, err := upload(ctx, a.home(), f)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", f.Name, err)
 	}
