@@ -465,48 +465,108 @@ func TestOutputFilesCapped(t *testing.T) {
 	}
 }
 
-// filesCrash plays a bot that dies while it sends a job's files: GetFiles
-// hangs until the bot's context ends, and the cluster, like the API
-// server's client, refuses calls on an ended context.
-type filesCrash struct {
+// crasher plays a bot that dies in the middle of a call to the cluster:
+// the first call of the method named at hangs until the bot's context
+// ends. The cluster, like the API server's client, refuses calls on an
+// ended context.
+type crasher struct {
 	bot.Cluster
-	calls atomic.Int32
+	at    string
+	calls atomic.Int32 // of at
 }
 
-func (f *filesCrash) GetFiles(ctx context.Context, _ types.NamespacedName, _ string, _ io.Writer) error {
-	f.calls.Add(1)
-	<-ctx.Done()
+// hang hangs the first call of at.
+func (c *crasher) hang(ctx context.Context, method string) error {
+	if method == c.at && c.calls.Add(1) == 1 {
+		<-ctx.Done()
+	}
 	return ctx.Err()
 }
 
-func (f *filesCrash) Annotate(ctx context.Context, name, key, value string) error {
+func (c *crasher) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	if err := c.hang(ctx, "GetFiles"); err != nil {
+		return err
+	}
+	return c.Cluster.GetFiles(ctx, pod, job, w)
+}
+
+func (c *crasher) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
+	if err := c.hang(ctx, "PutFiles"); err != nil {
+		return err
+	}
+	return c.Cluster.PutFiles(ctx, pod, job, r)
+}
+
+func (c *crasher) Release(ctx context.Context, name string) error {
+	if err := c.hang(ctx, "Release"); err != nil {
+		return err
+	}
+	return c.Cluster.Release(ctx, name)
+}
+
+func (c *crasher) Annotate(ctx context.Context, name, key, value string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return f.Cluster.Annotate(ctx, name, key, value)
+	return c.Cluster.Annotate(ctx, name, key, value)
+}
+
+// crashed waits until the crasher's call hangs.
+func (c *crasher) crashed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for c.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never called", c.at)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // A bot that died sending a job's files does not send them again after its
 // restart: the final says they were not sent.
 func TestOutputFilesAtMostOnce(t *testing.T) {
-	crash := &filesCrash{}
+	crash := &crasher{at: "GetFiles"}
 	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, `.a echo big > "$SHELLJOB_OUT/big.bin"`)
 	e.wait(since, "the final", sendTo(e.group, m.ID))
-	deadline := time.Now().Add(time.Minute)
-	for crash.calls.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the files were never asked for")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	crash.crashed(t)
 	e.restart()
 	e.wait(since, "the note", func(ev faketg.Event) bool {
 		return sendTo(e.group, m.ID)(ev) && ev.Text == texts.FilesNotDelivered
 	})
 	if n := crash.calls.Load(); n != 1 {
 		t.Errorf("the files were asked for %d times", n)
+	}
+}
+
+// A held job that a restarted bot finds is released when its files are in
+// place (only the release was lost), and stopped before it runs, with a
+// note, when they are not: they went with the old bot.
+func TestHeldJobAtRestart(t *testing.T) {
+	for at, want := range map[string]string{
+		"Release":  "from the chat",
+		"PutFiles": texts.StoppedBeforeRun + "\n\n" + texts.HeldAtRestart,
+	} {
+		t.Run(at, func(t *testing.T) {
+			crash := &crasher{at: at}
+			e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
+			since := e.srv.Seq()
+			doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, ".a cat notes.txt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			crash.crashed(t)
+			e.restart()
+			if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != want {
+				t.Errorf("final = %q, want %q", ev.Text, want)
+			}
+		})
 	}
 }
 

@@ -84,6 +84,9 @@ type run struct {
 	followFrom int64
 	// resumed: the job was picked up after a restart of the bot.
 	resumed bool
+	// endNote ends the final when nothing else does: why the command did
+	// not run.
+	endNote string
 	// complete: the follow read the output to its end.
 	complete atomic.Bool
 
@@ -306,12 +309,32 @@ func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
 	r.job = b.newJob(sj, j)
 	r.job.SetPreview(note.Msg, note.Draft)
 	r.resumed = true
+	if sj.Spec.Hold && !shelljob.IsFinished(sj) {
+		r.endNote = b.releaseHeld(ctx, sj)
+	}
 	r.setObj(sj.DeepCopy())
 	// The preview shows the output's end, read from the spool; the
 	// final reads the whole output there again.
 	r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
 	b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
 	b.launch(r)
+}
+
+// releaseHeld settles a held job that a previous run of the bot left: its
+// replied-to files went with that run. A job whose files are in place
+// (AnnotationFilesPut) lost only its release and is released; any other
+// is stopped before it runs, and the returned note ends its final.
+func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob) string {
+	if _, put := sj.Annotations[shellv1alpha1.AnnotationFilesPut]; put {
+		if err := b.cluster.Release(ctx, sj.Name); err != nil {
+			b.cfg.Log.Error(err, "Could not release a held job; the operator's hold timeout ends it", "job", sj.Name)
+		}
+		return ""
+	}
+	if err := b.cluster.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser); err != nil {
+		b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", sj.Name)
+	}
+	return texts.HeldAtRestart
 }
 
 // pump runs the job to its delivery.
@@ -648,6 +671,8 @@ func (r *run) putFiles(ctx context.Context) {
 	ns := r.latest().Namespace
 	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, &buf); err != nil {
 		b.cfg.Log.Error(err, "Could not put the input files", "job", r.job.Name)
+	} else if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
 	}
 	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
 		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
@@ -698,6 +723,9 @@ func (r *run) deliver(ctx context.Context) {
 			}
 		}
 		output, note = r.finalOutput(ctx)
+	}
+	if note == "" {
+		note = r.endNote
 	}
 	if r.kind == guestPreview {
 		r.sendGuestFinal(ctx, output, code, ran, stop, note)
@@ -785,6 +813,8 @@ func workerNote(obj *shellv1alpha1.ShellJob) (note string, gone bool) {
 		return "", false
 	}
 	switch c.Reason {
+	case shellv1alpha1.ShellJobFinishedReasonHoldTimedOut:
+		return texts.WorkerEnded(c.Message), false
 	case shellv1alpha1.ShellJobFinishedReasonWorkerLost:
 		return texts.WorkerLost, true
 	case shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, shellv1alpha1.ShellJobFinishedReasonOutOfMemory:
