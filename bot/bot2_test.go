@@ -449,8 +449,29 @@ func TestRepliedFileTooBig(t *testing.T) {
 
 // The files of $SHELLJOB_OUT go out within the limits for one file and for
 // a job's files, and a note names each file left out and why.
+// streamedFiles records whether the bot handed each file it sent as a
+// stream, never read whole into memory.
+type streamedFiles struct {
+	bot.Telegram
+	mu       sync.Mutex
+	buffered []string
+}
+
+func (s *streamedFiles) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
+	if f.Reader == nil || f.Data != nil {
+		s.mu.Lock()
+		s.buffered = append(s.buffered, f.Name)
+		s.mu.Unlock()
+	}
+	return s.Telegram.SendFile(ctx, chat, reply, f)
+}
+
 func TestOutputFilesCapped(t *testing.T) {
-	e := newEnv(t, envOptions{files: bot.FileLimits{OutFile: 1 << 10, OutJob: 3 << 10}})
+	streamed := &streamedFiles{}
+	e := newEnv(t, envOptions{
+		files:  bot.FileLimits{OutFile: 1 << 10, OutJob: 3 << 10},
+		wrapTG: func(tg bot.Telegram) bot.Telegram { streamed.Telegram = tg; return streamed },
+	})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, `.a cd "$SHELLJOB_OUT"; head -c 100 /dev/zero > a.txt; head -c 2048 /dev/zero > big.bin; `+
 		`for f in c d e; do head -c 1000 /dev/zero > $f.txt; done`)
@@ -469,6 +490,11 @@ func TestOutputFilesCapped(t *testing.T) {
 	}
 	if want := []string{"a.txt", "c.txt", "d.txt"}; !slices.Equal(sent, want) {
 		t.Errorf("sent %q, want %q", sent, want)
+	}
+	streamed.mu.Lock()
+	defer streamed.mu.Unlock()
+	if len(streamed.buffered) != 0 {
+		t.Errorf("files read whole into memory before their upload: %q", streamed.buffered)
 	}
 }
 

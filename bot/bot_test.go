@@ -54,7 +54,11 @@ func (e *env) startBot() func() {
 		Ready: func() { once.Do(func() { close(ready) }) },
 		State: e.opts.state,
 	})
-	e.bot.SetTelegram(client.API)
+	var tg bot.Telegram = client.API
+	if e.opts.wrapTG != nil {
+		tg = e.opts.wrapTG(tg)
+	}
+	e.bot.SetTelegram(tg)
 	runCtx, stopRun := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	b := e.bot
@@ -88,6 +92,8 @@ type envOptions struct {
 	state updates.StateStorage
 	// files are the bot's file limits.
 	files bot.FileLimits
+	// wrapTG, when set, puts a layer between the bot and Telegram.
+	wrapTG func(bot.Telegram) bot.Telegram
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
