@@ -7,6 +7,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -27,6 +28,34 @@ import (
 // it stopped, while the bot is still connected.
 const ShutdownTimeout = 15 * time.Second
 
+// Default file limits (FileLimits). The files go through the bot: a
+// replied-to file is held in memory, and the files of $SHELLJOB_OUT are
+// streamed, but a chat is no place for a file of gigabytes either.
+const (
+	DefaultInFileBytes  = 50 << 20
+	DefaultOutFileBytes = 50 << 20
+	DefaultOutJobBytes  = 200 << 20
+)
+
+// FileLimits caps the files a job takes in and gives back.
+type FileLimits struct {
+	// InFile is the most bytes of a replied-to file; a bigger one is
+	// refused before its download. Defaults to DefaultInFileBytes.
+	InFile int64
+	// OutFile is the most bytes of one $SHELLJOB_OUT file sent back.
+	// Defaults to DefaultOutFileBytes.
+	OutFile int64
+	// OutJob is the most bytes of one job's $SHELLJOB_OUT files sent back.
+	// Defaults to DefaultOutJobBytes.
+	OutJob int64
+}
+
+func (l *FileLimits) setDefaults() {
+	l.InFile = cmp.Or(l.InFile, DefaultInFileBytes)
+	l.OutFile = cmp.Or(l.OutFile, DefaultOutFileBytes)
+	l.OutJob = cmp.Or(l.OutJob, DefaultOutJobBytes)
+}
+
 // Config configures a Bot.
 type Config struct {
 	// Admins are the user ids allowed to use the bot.
@@ -40,6 +69,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// Log defaults to a discarding logger.
 	Log logr.Logger
+	// Files caps the files the bot moves; each zero field takes its
+	// default.
+	Files FileLimits
 }
 
 // Bot answers the admins' messages. Create it with New, set its names with
@@ -73,6 +105,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.Log.GetSink() == nil {
 		cfg.Log = logr.Discard()
 	}
+	cfg.Files.setDefaults()
 	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(), bigFinals: make(chan struct{}, 1)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
@@ -160,6 +193,8 @@ type Message struct {
 	// ReplyTo is the message this one really replies to (in a topic, not
 	// the topic's own header), 0 for none.
 	ReplyTo int
+	// Date is when it was sent: with the chat and ID, it names the job.
+	Date time.Time
 }
 
 // Callback is a press of an inline button.
@@ -180,6 +215,8 @@ type GuestQuery struct {
 	// the edit pace).
 	Chat    int64
 	Private bool
+	// Date is when the query's message was sent.
+	Date time.Time
 }
 
 func (b *Bot) isAdmin(u int64) bool { return b.admins[u] }

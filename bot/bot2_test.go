@@ -4,18 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gotd/td/tg"
+	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // preview waits for the edited preview that replies to msg.
@@ -345,13 +351,13 @@ func TestRestartResumesPreviewAndFinal(t *testing.T) {
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a echo before; sleep 5; echo after")
 	pv := e.preview(since, e.group, m.ID)
-	e.annotated("sj-1", "shell.shelljob.dev/preview", `"msg":`)
+	e.annotated(jobOf(m), "shell.shelljob.dev/preview", `"msg":`)
 	e.restart()
 	fin := e.finalEdit(pv.Seq, pv.MsgID)
 	if fin.Text != "before\nafter" {
 		t.Errorf("final after a restart = %q", fin.Text)
 	}
-	e.annotated("sj-1", "shell.shelljob.dev/delivered", "")
+	e.annotated(jobOf(m), "shell.shelljob.dev/delivered", "")
 	// Delivered jobs are not picked up again.
 	since = e.srv.Seq()
 	e.restart()
@@ -359,6 +365,11 @@ func TestRestartResumesPreviewAndFinal(t *testing.T) {
 	if l := e.srv.Log().After(since).Of(faketg.Edit, faketg.Send); len(l) != 0 {
 		t.Errorf("a delivered job was delivered again: %v", l)
 	}
+}
+
+// jobOf is the name of the job of command message m.
+func jobOf(m faketg.Message) string {
+	return shelljob.TelegramName(shellv1alpha1.ShellJobOrigin{Chat: m.Chat.BotAPIID(), Message: int64(m.ID)}, m.Date)
 }
 
 // annotated waits until job name has annotation key containing substr.
@@ -407,6 +418,189 @@ func TestFilesInAndOut(t *testing.T) {
 	}
 }
 
+// A replied-to file over the limit is refused from the size its message
+// gives: nothing is downloaded, and no job is created.
+func TestRepliedFileTooBig(t *testing.T) {
+	submits := &submitLog{}
+	e := newEnv(t, envOptions{
+		files: bot.FileLimits{InFile: 1 << 10},
+		wrap:  func(c bot.Cluster) bot.Cluster { submits.Cluster = c; return submits },
+	})
+	since := e.srv.Seq()
+	doc, err := e.admin.In(e.group).Document("big.bin", "application/octet-stream", make([]byte, 4<<10)).Text(e.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, ".a wc -c big.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.wait(since, "the refusal", sendTo(e.group, m.ID))
+	if want := texts.InFileTooBig("big.bin", 4<<10, 1<<10); ev.Text != want {
+		t.Errorf("answer = %q, want %q", ev.Text, want)
+	}
+	if calls := e.srv.Log().After(since).Method("upload.getFile"); len(calls) != 0 {
+		t.Errorf("%d upload.getFile calls for a refused file", len(calls))
+	}
+	if got := submits.commands(); len(got) != 0 {
+		t.Errorf("jobs submitted: %q", got)
+	}
+}
+
+// The files of $SHELLJOB_OUT go out within the limits for one file and for
+// a job's files, and a note names each file left out and why.
+// streamedFiles records whether the bot handed each file it sent as a
+// stream, never read whole into memory.
+type streamedFiles struct {
+	bot.Telegram
+	mu       sync.Mutex
+	buffered []string
+}
+
+func (s *streamedFiles) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
+	if f.Reader == nil || f.Data != nil {
+		s.mu.Lock()
+		s.buffered = append(s.buffered, f.Name)
+		s.mu.Unlock()
+	}
+	return s.Telegram.SendFile(ctx, chat, reply, f)
+}
+
+func TestOutputFilesCapped(t *testing.T) {
+	streamed := &streamedFiles{}
+	e := newEnv(t, envOptions{
+		files:  bot.FileLimits{OutFile: 1 << 10, OutJob: 3 << 10},
+		wrapTG: func(tg bot.Telegram) bot.Telegram { streamed.Telegram = tg; return streamed },
+	})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a cd "$SHELLJOB_OUT"; head -c 100 /dev/zero > a.txt; head -c 2048 /dev/zero > big.bin; `+
+		`for f in c d e; do head -c 1000 /dev/zero > $f.txt; done`)
+	note := e.wait(since, "the note", func(ev faketg.Event) bool {
+		return sendTo(e.group, m.ID)(ev) && strings.HasPrefix(ev.Text, "⚠ Not sent")
+	})
+	want := texts.FilesSkipped([]string{texts.OutFileTooBig("big.bin", 2048, 1<<10), texts.OutJobTooBig("e.txt", 1000, 3<<10)})
+	if note.Text != want {
+		t.Errorf("note = %q, want %q", note.Text, want)
+	}
+	var sent []string
+	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+		if ev.Media != nil {
+			sent = append(sent, ev.Media.Filename)
+		}
+	}
+	if want := []string{"a.txt", "c.txt", "d.txt"}; !slices.Equal(sent, want) {
+		t.Errorf("sent %q, want %q", sent, want)
+	}
+	streamed.mu.Lock()
+	defer streamed.mu.Unlock()
+	if len(streamed.buffered) != 0 {
+		t.Errorf("files read whole into memory before their upload: %q", streamed.buffered)
+	}
+}
+
+// crasher plays a bot that dies in the middle of a call to the cluster:
+// the first call of the method named at hangs until the bot's context
+// ends. The cluster, like the API server's client, refuses calls on an
+// ended context.
+type crasher struct {
+	bot.Cluster
+	at    string
+	calls atomic.Int32 // of at
+}
+
+// hang hangs the first call of at.
+func (c *crasher) hang(ctx context.Context, method string) error {
+	if method == c.at && c.calls.Add(1) == 1 {
+		<-ctx.Done()
+	}
+	return ctx.Err()
+}
+
+func (c *crasher) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	if err := c.hang(ctx, "GetFiles"); err != nil {
+		return err
+	}
+	return c.Cluster.GetFiles(ctx, pod, job, w)
+}
+
+func (c *crasher) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
+	if err := c.hang(ctx, "PutFiles"); err != nil {
+		return err
+	}
+	return c.Cluster.PutFiles(ctx, pod, job, r)
+}
+
+func (c *crasher) Release(ctx context.Context, name string) error {
+	if err := c.hang(ctx, "Release"); err != nil {
+		return err
+	}
+	return c.Cluster.Release(ctx, name)
+}
+
+func (c *crasher) Annotate(ctx context.Context, name, key, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.Cluster.Annotate(ctx, name, key, value)
+}
+
+// crashed waits until the crasher's call hangs.
+func (c *crasher) crashed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for c.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never called", c.at)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A bot that died sending a job's files does not send them again after its
+// restart: the final says they were not sent.
+func TestOutputFilesAtMostOnce(t *testing.T) {
+	crash := &crasher{at: "GetFiles"}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a echo big > "$SHELLJOB_OUT/big.bin"`)
+	e.wait(since, "the final", sendTo(e.group, m.ID))
+	crash.crashed(t)
+	e.restart()
+	e.wait(since, "the note", func(ev faketg.Event) bool {
+		return sendTo(e.group, m.ID)(ev) && ev.Text == texts.FilesNotDelivered
+	})
+	if n := crash.calls.Load(); n != 1 {
+		t.Errorf("the files were asked for %d times", n)
+	}
+}
+
+// A held job that a restarted bot finds is released when its files are in
+// place (only the release was lost), and stopped before it runs, with a
+// note, when they are not: they went with the old bot.
+func TestHeldJobAtRestart(t *testing.T) {
+	for at, want := range map[string]string{
+		"Release":  "from the chat",
+		"PutFiles": texts.StoppedBeforeRun + "\n\n" + texts.HeldAtRestart,
+	} {
+		t.Run(at, func(t *testing.T) {
+			crash := &crasher{at: at}
+			e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
+			since := e.srv.Seq()
+			doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, ".a cat notes.txt"); err != nil {
+				t.Fatal(err)
+			}
+			crash.crashed(t)
+			e.restart()
+			// A preview may come first, and the final be its edit.
+			e.wait(since, "the final "+strconv.Quote(want), func(ev faketg.Event) bool { return ev.Text == want })
+		})
+	}
+}
+
 func TestAliasesAndHelp(t *testing.T) {
 	e := newEnv(t, envOptions{tg: faketg.Options{Bot: faketg.BotOptions{
 		Username: "shelljob_bot",
@@ -445,6 +639,43 @@ func TestForwardedCommandIgnored(t *testing.T) {
 	}
 }
 
+// submitLog records the commands of the jobs submitted.
+type submitLog struct {
+	bot.Cluster
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (s *submitLog) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+	s.mu.Lock()
+	s.cmds = append(s.cmds, spec.Command)
+	s.mu.Unlock()
+	return s.Cluster.Submit(ctx, name, spec, annotations)
+}
+
+func (s *submitLog) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cmds)
+}
+
+// A guest answer the admin picked is posted in their name via the bot: its
+// text may read as a command, and the bot must not run it (the reference's
+// "echoed guest answer").
+func TestEchoedGuestAnswerIgnored(t *testing.T) {
+	submits := &submitLog{}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { submits.Cluster = c; return submits }})
+	since := e.srv.Seq()
+	if _, err := e.admin.In(e.group).ViaBot().Text(e.ctx, ".a echo echoed"); err != nil {
+		t.Fatal(err)
+	}
+	m := e.send(e.admin, e.group, ".a echo mine")
+	e.wait(since, "own", sendTo(e.group, m.ID))
+	if got := submits.commands(); !slices.Equal(got, []string{"echo mine"}) {
+		t.Errorf("jobs submitted for %q, want only echo mine", got)
+	}
+}
+
 func TestKillAsReply(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	since := e.srv.Seq()
@@ -466,7 +697,7 @@ func TestQueuedJobHeaderAndStopBeforeRun(t *testing.T) {
 	e := newEnv(t, envOptions{workers: 1})
 	since := e.srv.Seq()
 	busy := e.send(e.admin, e.group, ".a sleep 30")
-	e.annotated("sj-1", "shell.shelljob.dev/preview", "")
+	e.annotated(jobOf(busy), "shell.shelljob.dev/preview", "")
 	queued := e.send(e.admin, e.group, ".a echo never")
 	pv := e.preview(since, e.group, queued.ID)
 	if !strings.HasPrefix(pv.Text, "⏳ #2 waiting for a free shell\n\n") {
@@ -504,8 +735,8 @@ func TestStopAllStopsWaitingJobsFirst(t *testing.T) {
 	order := &stopOrder{}
 	e := newEnv(t, envOptions{workers: 1, wrap: func(c bot.Cluster) bot.Cluster { order.Cluster = c; return order }})
 	since := e.srv.Seq()
-	e.send(e.admin, e.group, ".a sleep 30")
-	e.annotated("sj-1", "shell.shelljob.dev/preview", "")
+	busy := e.send(e.admin, e.group, ".a sleep 30")
+	e.annotated(jobOf(busy), "shell.shelljob.dev/preview", "")
 	queued := e.send(e.admin, e.group, ".a echo never")
 	pv := e.preview(since, e.group, queued.ID)
 	k := e.send(e.admin, e.group, ".k all")
@@ -517,7 +748,7 @@ func TestStopAllStopsWaitingJobsFirst(t *testing.T) {
 	}
 	order.mu.Lock()
 	defer order.mu.Unlock()
-	if want := []string{"sj-2", "sj-1"}; !slices.Equal(order.names, want) {
+	if want := []string{jobOf(queued), jobOf(busy)}; !slices.Equal(order.names, want) {
 		t.Errorf("stopped %v, want %v", order.names, want)
 	}
 }

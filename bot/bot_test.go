@@ -44,7 +44,7 @@ func (e *env) startBot() func() {
 	if e.opts.wrap != nil {
 		cluster = e.opts.wrap(e.cluster)
 	}
-	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t)}, nil, cluster, e.store)
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -54,7 +54,11 @@ func (e *env) startBot() func() {
 		Ready: func() { once.Do(func() { close(ready) }) },
 		State: e.opts.state,
 	})
-	e.bot.SetTelegram(client.API)
+	var tg bot.Telegram = client.API
+	if e.opts.wrapTG != nil {
+		tg = e.opts.wrapTG(tg)
+	}
+	e.bot.SetTelegram(tg)
 	runCtx, stopRun := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	b := e.bot
@@ -86,6 +90,10 @@ type envOptions struct {
 	clock clock.WithTicker
 	// state, when set, is the updates state, kept across restarts.
 	state updates.StateStorage
+	// files are the bot's file limits.
+	files bot.FileLimits
+	// wrapTG, when set, puts a layer between the bot and Telegram.
+	wrapTG func(bot.Telegram) bot.Telegram
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

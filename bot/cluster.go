@@ -10,11 +10,17 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
+// ErrJobExists is wrapped by a Submit whose command already has its job:
+// the command was handled before.
+var ErrJobExists = errors.New("the command's job already exists")
+
 // JobSubmitter creates ShellJobs.
 type JobSubmitter interface {
-	// Submit creates a job with spec and annotations, and returns it with
-	// its name and UID set.
-	Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error)
+	// Submit creates job name (shelljob.TelegramName; "" for a generated
+	// name) with spec and annotations, and returns it with its UID set.
+	// When job name exists, Submit returns it with an error wrapping
+	// ErrJobExists.
+	Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error)
 }
 
 // JobWatcher follows a job.

@@ -11,6 +11,7 @@ import (
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // stopText stops j as .k does and says what it did.
@@ -178,7 +179,7 @@ func (b *Bot) restartPool(ctx context.Context, m Message) error {
 	caller := strconv.FormatInt(m.From, 10)
 	for i := range all {
 		sj := &all[i]
-		if sj.Spec.Pool != b.cfg.Pool || sj.Status.Revision == "" || phaseFinished(sj.Status.Phase) {
+		if sj.Spec.Pool != b.cfg.Pool || sj.Status.Revision == "" || shelljob.IsFinished(sj) {
 			continue
 		}
 		own := sj.Spec.Origin.User == caller
@@ -208,15 +209,4 @@ func (b *Bot) restartPool(ctx context.Context, m Message) error {
 		lines = append(lines, texts.OldPoolOtherAdmin(others))
 	}
 	return b.reply(ctx, m, strings.Join(lines, "\n"))
-}
-
-func phaseFinished(p shellv1alpha1.ShellJobPhase) bool {
-	switch p {
-	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
-		return true
-	case "", shellv1alpha1.PhaseQueued, shellv1alpha1.PhaseRunning, shellv1alpha1.PhaseStopping:
-		return false
-	default:
-		panic("bot: unknown phase " + string(p))
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // OfflinePoll is how often GoOffline looks at the jobs.
@@ -43,7 +44,7 @@ func GoOffline(ctx context.Context, c OfflineCluster, log logr.Logger) (int, err
 				continue
 			}
 			left++
-			if phaseFinished(sj.Status.Phase) || sj.Spec.Stop {
+			if shelljob.IsFinished(&sj) || sj.Spec.Stop {
 				continue
 			}
 			if err := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonShutdown); err != nil {

@@ -31,6 +31,7 @@ import (
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
+	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/termrender"
 )
 
@@ -83,6 +84,9 @@ type run struct {
 	followFrom int64
 	// resumed: the job was picked up after a restart of the bot.
 	resumed bool
+	// endNote ends the final when nothing else does: why the command did
+	// not run.
+	endNote string
 	// complete: the follow read the output to its end.
 	complete atomic.Bool
 
@@ -130,7 +134,10 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	}
 	var files []File
 	if m.ReplyTo != 0 {
-		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo)
+		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
+		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
+			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
+		}
 		if err != nil {
 			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
 		}
@@ -151,7 +158,11 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 		Hold: len(files) > 0,
 	}
 	b.stopIfShuttingDown(&spec)
-	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, m.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
 	if err != nil {
 		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
 	}
@@ -233,7 +244,11 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		},
 	}
 	b.stopIfShuttingDown(&spec)
-	sj, err := b.cluster.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, q.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
 	if err != nil {
 		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
 	}
@@ -250,41 +265,76 @@ func (b *Bot) resume(ctx context.Context) error {
 		return fmt.Errorf("list jobs: %w", err)
 	}
 	for i := range all {
-		sj := &all[i]
-		if _, done := sj.Annotations[shellv1alpha1.AnnotationDelivered]; done {
-			continue
-		}
-		var note previewNote
-		if err := json.Unmarshal([]byte(sj.Annotations[shellv1alpha1.AnnotationPreview]), &note); err != nil {
-			b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
-			continue
-		}
-		owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
-		r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
-		// The CR's timestamp has whole seconds, fine for a job that started
-		// before this bot did; a fresh job times its preview by the clock.
-		j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
-			Created: sj.CreationTimestamp.Time}
-		switch {
-		case note.Guest != nil:
-			r.kind = guestPreview
-			j.Chat = 0
-		case note.Msg != 0:
-			r.kind = editPreview
-		case note.Draft != 0:
-			r.kind = draftPreview
-		}
-		r.job = b.newJob(sj, j)
-		r.job.SetPreview(note.Msg, note.Draft)
-		r.resumed = true
-		r.setObj(sj.DeepCopy())
-		// The preview shows the output's end, read from the spool; the
-		// final reads the whole output there again.
-		r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
-		b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
-		b.launch(r)
+		b.adopt(ctx, &all[i])
 	}
 	return nil
+}
+
+// handled answers a command whose job exists: a restarted bot was sent the
+// command again. The job is delivered, followed already (resume took it
+// up), or taken up now; it is never created or answered again.
+func (b *Bot) handled(ctx context.Context, sj *shellv1alpha1.ShellJob) {
+	b.cfg.Log.Info("Command already handled: its job exists", "job", sj.Name)
+	if b.registry.Get(sj.Name) == nil {
+		b.adopt(ctx, sj)
+	}
+}
+
+// adopt follows a job that a previous run of the bot left undelivered: its
+// preview comes back and its final is delivered.
+func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
+	if _, done := sj.Annotations[shellv1alpha1.AnnotationDelivered]; done {
+		return
+	}
+	var note previewNote
+	if err := json.Unmarshal([]byte(sj.Annotations[shellv1alpha1.AnnotationPreview]), &note); err != nil {
+		b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
+		return
+	}
+	owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
+	r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
+	// The CR's timestamp has whole seconds, fine for a job that started
+	// before this bot did; a fresh job times its preview by the clock.
+	j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
+		Created: sj.CreationTimestamp.Time}
+	switch {
+	case note.Guest != nil:
+		r.kind = guestPreview
+		j.Chat = 0
+	case note.Msg != 0:
+		r.kind = editPreview
+	case note.Draft != 0:
+		r.kind = draftPreview
+	}
+	r.job = b.newJob(sj, j)
+	r.job.SetPreview(note.Msg, note.Draft)
+	r.resumed = true
+	if sj.Spec.Hold && !shelljob.IsFinished(sj) {
+		r.endNote = b.releaseHeld(ctx, sj)
+	}
+	r.setObj(sj.DeepCopy())
+	// The preview shows the output's end, read from the spool; the
+	// final reads the whole output there again.
+	r.followFrom = max(0, sj.Status.OutputBytes-liveoutput.DefaultPreviewBytes)
+	b.cfg.Log.Info("Resuming an undelivered job", "job", sj.Name)
+	b.launch(r)
+}
+
+// releaseHeld settles a held job that a previous run of the bot left: its
+// replied-to files went with that run. A job whose files are in place
+// (AnnotationFilesPut) lost only its release and is released; any other
+// is stopped before it runs, and the returned note ends its final.
+func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob) string {
+	if _, put := sj.Annotations[shellv1alpha1.AnnotationFilesPut]; put {
+		if err := b.cluster.Release(ctx, sj.Name); err != nil {
+			b.cfg.Log.Error(err, "Could not release a held job; the operator's hold timeout ends it", "job", sj.Name)
+		}
+		return ""
+	}
+	if err := b.cluster.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser); err != nil {
+		b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", sj.Name)
+	}
+	return texts.HeldAtRestart
 }
 
 // pump runs the job to its delivery.
@@ -298,7 +348,7 @@ func (r *run) pump(ctx context.Context) {
 		err := b.cluster.Watch(ctx, r.job.Name, func(obj *shellv1alpha1.ShellJob) {
 			r.setObj(obj)
 			r.job.Observe(obj)
-			if phaseFinished(obj.Status.Phase) {
+			if shelljob.IsFinished(obj) {
 				once.Do(func() { close(ended) })
 			}
 		})
@@ -392,7 +442,7 @@ func (r *run) tick(ctx context.Context) bool {
 	if now.Before(r.job.Created.Add(pace.PreviewDelay)) || r.job.Number() == 0 {
 		return false
 	}
-	if obj := r.latest(); obj != nil && phaseFinished(obj.Status.Phase) {
+	if obj := r.latest(); obj != nil && shelljob.IsFinished(obj) {
 		// The final is about to take the preview's place.
 		return true
 	}
@@ -439,7 +489,7 @@ func (r *run) awaitingOutput() bool {
 		return false
 	}
 	obj := r.latest()
-	return obj != nil && !phaseFinished(obj.Status.Phase)
+	return obj != nil && !shelljob.IsFinished(obj)
 }
 
 func (r *run) stopButtons() [][]Button {
@@ -553,7 +603,7 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 		if obj != nil && obj.Status.Ran && obj.Status.Pod != "" {
 			break
 		}
-		if obj != nil && phaseFinished(obj.Status.Phase) {
+		if obj != nil && shelljob.IsFinished(obj) {
 			return
 		}
 		select {
@@ -597,7 +647,7 @@ func (r *run) putFiles(ctx context.Context) {
 	for {
 		obj, next := r.watchObj()
 		if obj != nil {
-			if phaseFinished(obj.Status.Phase) {
+			if shelljob.IsFinished(obj) {
 				return
 			}
 			pod = obj.Status.Pod
@@ -621,6 +671,8 @@ func (r *run) putFiles(ctx context.Context) {
 	ns := r.latest().Namespace
 	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, &buf); err != nil {
 		b.cfg.Log.Error(err, "Could not put the input files", "job", r.job.Name)
+	} else if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
 	}
 	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
 		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
@@ -671,6 +723,9 @@ func (r *run) deliver(ctx context.Context) {
 			}
 		}
 		output, note = r.finalOutput(ctx)
+	}
+	if note == "" {
+		note = r.endNote
 	}
 	if r.kind == guestPreview {
 		r.sendGuestFinal(ctx, output, code, ran, stop, note)
@@ -758,6 +813,8 @@ func workerNote(obj *shellv1alpha1.ShellJob) (note string, gone bool) {
 		return "", false
 	}
 	switch c.Reason {
+	case shellv1alpha1.ShellJobFinishedReasonHoldTimedOut:
+		return texts.WorkerEnded(c.Message), false
 	case shellv1alpha1.ShellJobFinishedReasonWorkerLost:
 		return texts.WorkerLost, true
 	case shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, shellv1alpha1.ShellJobFinishedReasonOutOfMemory:
@@ -856,45 +913,74 @@ func (r *run) sendFinal(ctx context.Context, final string) {
 // photoExts are the pictures sent as photos; other files go as documents.
 var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".webp": true}
 
-// sendFiles uploads the files the command left in $SHELLJOB_OUT.
+// sendFiles streams the files the command left in $SHELLJOB_OUT to the
+// chat, each from the agent's tar stream straight into its upload, within
+// the file limits; a note names the files not sent. The attempt is
+// recorded on the job first: a bot that dies sending them (a file too big
+// for its memory, say) does not try again after its restart, and the note
+// says so.
 func (r *run) sendFiles(ctx context.Context) {
 	b := r.b
 	obj := r.latest()
 	if obj == nil || obj.Status.Pod == "" {
 		return
 	}
-	var buf bytes.Buffer
-	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
-	if err := b.cluster.GetFiles(ctx, pod, r.job.UID, &buf); err != nil {
-		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+	if _, tried := obj.Annotations[shellv1alpha1.AnnotationFilesAttempted]; tried {
+		r.sendNote(ctx, texts.FilesNotDelivered)
 		return
 	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesAttempted, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the files' delivery attempt; not sending them", "job", r.job.Name)
+		return
+	}
+	pr, pw := io.Pipe()
+	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, pod, r.job.UID, pw)) }()
+	// Closing the reader ends a GetFiles still writing.
+	defer pr.Close()
 	inputs := map[string]bool{}
 	for _, f := range r.files {
 		inputs[path.Base(f.Name)] = true
 	}
-	tr := tar.NewReader(&buf)
+	limits := b.cfg.Files
+	var sent int64
+	var skipped []string
+	tr := tar.NewReader(pr)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return
+			break
 		}
 		if err != nil {
-			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
-			return
+			b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+			break
 		}
 		if h.Typeflag != tar.TypeReg || inputs[path.Base(h.Name)] {
 			continue
 		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			b.cfg.Log.Error(err, "Bad files stream", "job", r.job.Name)
-			return
-		}
 		name := path.Base(h.Name)
-		f := File{Name: name, Data: data, Photo: photoExts[strings.ToLower(path.Ext(name))]}
+		switch {
+		case h.Size > limits.OutFile:
+			skipped = append(skipped, texts.OutFileTooBig(name, h.Size, limits.OutFile))
+			continue
+		case sent+h.Size > limits.OutJob:
+			skipped = append(skipped, texts.OutJobTooBig(name, h.Size, limits.OutJob))
+			continue
+		}
+		sent += h.Size
+		f := File{Name: name, Reader: tr, Size: h.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
 		}
+	}
+	if len(skipped) > 0 {
+		r.sendNote(ctx, texts.FilesSkipped(skipped))
+	}
+}
+
+// sendNote replies to the command with text.
+func (r *run) sendNote(ctx context.Context, text string) {
+	if _, err := r.b.tg.SendText(ctx, r.note.Chat, r.cmdMsg, text, false, nil); err != nil {
+		r.b.cfg.Log.Error(err, "Could not send a note", "job", r.job.Name)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -74,5 +75,63 @@ func TestMessageDuringStartupAnsweredOnce(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if n := len(e.srv.Log().After(since).Filter(sendTo(chat, m.ID))); n != 1 {
 		t.Errorf("%d replies to one command sent during the startup", n)
+	}
+}
+
+// loadedState is an updates state loaded from c's ConfigMap.
+func loadedState(t *testing.T, c client.Client) *tgclient.ConfigMapState {
+	t.Helper()
+	st := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: "ns", Name: "updates"}}
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A restarted bot whose saved updates position is older than a command it
+// handled is sent that command again: its job exists, and the command
+// neither runs nor is answered a second time.
+func TestReplayedCommandRunsOnce(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	state := loadedState(t, c)
+	e := newEnv(t, envOptions{state: state})
+	if err := state.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	chat := e.admin.Private()
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, ".a echo once")
+	e.wait(since, "the final", sendTo(chat, m.ID))
+
+	// The position saved before the command: a crash before the next flush.
+	e.opts.state = loadedState(t, c)
+	e.restart()
+	later := e.send(e.admin, chat, ".a echo later")
+	e.wait(since, "the next final", sendTo(chat, later.ID))
+	time.Sleep(time.Second)
+	if n := len(e.srv.Log().After(since).Filter(sendTo(chat, m.ID))); n != 1 {
+		t.Errorf("%d replies to one command replayed after a restart", n)
+	}
+	if all, err := e.cluster.List(e.ctx); err != nil || len(all) != 2 {
+		t.Errorf("%d jobs for two commands (%v)", len(all), err)
+	}
+}
+
+// The updates position is written once the client is done, after the
+// shutdown window, without waiting for the next periodic flush: a restart
+// does not fetch again the commands handled meanwhile.
+func TestUpdatesStateSavedAtTheEnd(t *testing.T) {
+	c := fake.NewClientBuilder().Build()
+	state := loadedState(t, c)
+	e := newEnv(t, envOptions{state: state})
+	chat := e.admin.Private()
+	since := e.srv.Seq()
+	m := e.send(e.admin, chat, ".a echo hi")
+	e.wait(since, "the final", sendTo(chat, m.ID))
+	e.restart()
+	want, _, _ := state.GetState(e.ctx, e.srv.BotID())
+	got, ok, err := loadedState(t, c).GetState(e.ctx, e.srv.BotID())
+	if err != nil || !ok || got.Pts != want.Pts {
+		t.Errorf("saved state = %+v (found %v, %v), want pts %d", got, ok, err, want.Pts)
 	}
 }

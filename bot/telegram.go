@@ -3,6 +3,8 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 )
 
 // PeerKind is the MTProto kind of a chat.
@@ -40,8 +42,24 @@ type Button struct {
 type File struct {
 	Name string
 	Data []byte
+	// Reader, when set, is streamed in place of Data: Size bytes are read
+	// from it as the upload goes.
+	Reader io.Reader
+	Size   int64
 	// Photo sends a picture as a photo rather than as a document.
 	Photo bool
+}
+
+// FileTooBigError is a file over the bot's limit, refused before its
+// download.
+type FileTooBigError struct {
+	Name string
+	// Size is the file's size, or more than Limit when it is not known.
+	Size, Limit int64
+}
+
+func (e *FileTooBigError) Error() string {
+	return fmt.Sprintf("file %s is %d bytes, over the limit of %d", e.Name, e.Size, e.Limit)
 }
 
 // GuestMessage is a guest answer: Telegram's inline message id, encoded.
@@ -69,8 +87,10 @@ type Telegram interface {
 	Draft(ctx context.Context, chat Chat, randomID int64, text string) error
 	// SendFile sends f as a reply to replyTo and returns its id.
 	SendFile(ctx context.Context, chat Chat, replyTo int, f File) (int, error)
-	// MessageFiles returns the files that message id of chat holds.
-	MessageFiles(ctx context.Context, chat Chat, id int) ([]File, error)
+	// MessageFiles returns the files that message id of chat holds. A file
+	// over limit bytes (0: no limit) is not downloaded: the error is a
+	// *FileTooBigError.
+	MessageFiles(ctx context.Context, chat Chat, id int, limit int64) ([]File, error)
 	// AnswerCallback answers a button press with a toast.
 	AnswerCallback(ctx context.Context, queryID int64, text string) error
 	// GuestAnswer answers a guest chat query with text.

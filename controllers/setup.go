@@ -75,6 +75,9 @@ type Options struct {
 	// delivery (shelljob.Expiry). Defaults to DefaultJobTTL;
 	// KeepFinishedJobs keeps such jobs.
 	JobTTL time.Duration
+	// HoldTimeout is how long a job may stay held (spec.hold) on its
+	// worker before it fails. Defaults to DefaultHoldTimeout.
+	HoldTimeout time.Duration
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
@@ -142,6 +145,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		StopGrace:       opts.StopGrace,
 		DeliveryGrace:   opts.DeliveryGrace,
 		JobTTL:          opts.JobTTL,
+		HoldTimeout:     opts.HoldTimeout,
 		Clock:           opts.Clock,
 		assumed:         assumed,
 		facts:           facts,

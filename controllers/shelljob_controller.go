@@ -45,6 +45,10 @@ const (
 	// day of chat commands, each up to 64 KiB of command text, in etcd and
 	// in every cache of jobs.
 	DefaultJobTTL = 24 * time.Hour
+	// DefaultHoldTimeout is how long a job may stay held (spec.hold) on
+	// its worker: a client puts a replied-to file in seconds, and one that
+	// restarted in between would otherwise keep the worker for ever.
+	DefaultHoldTimeout = 10 * time.Minute
 	// KeepFinishedJobs, as a JobTTL, keeps the finished jobs that set no
 	// TTL.
 	KeepFinishedJobs time.Duration = -1
@@ -103,6 +107,9 @@ type ShellJobReconciler struct {
 	// to deliver is kept, whatever its TTL. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
+	// HoldTimeout is how long a job may stay held on its worker before it
+	// fails (HoldTimedOut). Defaults to DefaultHoldTimeout.
+	HoldTimeout time.Duration
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles bounds the passes that run at once: a pass
@@ -452,9 +459,16 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 		}
 		return r.workerLost(ctx, job, now, fmt.Sprintf("worker %s %s; whether the command started is unknown, so it is not run again", key.Name, why))
 	}
-	if job.Spec.Hold || !podReady(pod) {
-		// A client clears hold once it put the input files; the pod's
-		// readiness comes with an event of its own.
+	if job.Spec.Hold {
+		// A client clears hold once it put the input files.
+		if held := now.Sub(scheduledAt(job)); held < r.HoldTimeout {
+			return ctrl.Result{RequeueAfter: r.HoldTimeout - held}, nil
+		}
+		return r.fail(ctx, job, now, shellv1alpha1.ShellJobFinishedReasonHoldTimedOut,
+			fmt.Sprintf("held on worker %s for its input files for more than %v; the client never released it, and the command did not run", key.Name, r.HoldTimeout))
+	}
+	if !podReady(pod) {
+		// The pod's readiness comes with an event of its own.
 		return ctrl.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(job, JobFinalizer) {
@@ -538,7 +552,7 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 		return ctrl.Result{}, err
 	}
 	if reason, why, lost := r.workerEnd(ctx, job, pod); lost {
-		return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
+		return r.fail(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran", key.Name, why))
 	}
 
 	var recheck time.Duration
@@ -732,12 +746,12 @@ func (r *ShellJobReconciler) stoppedBeforeRun(ctx context.Context, job *shellv1a
 
 // workerLost ends a job whose worker went away.
 func (r *ShellJobReconciler) workerLost(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, msg string) (ctrl.Result, error) {
-	return r.workerGone(ctx, job, now, shellv1alpha1.ShellJobFinishedReasonWorkerLost, msg)
+	return r.fail(ctx, job, now, shellv1alpha1.ShellJobFinishedReasonWorkerLost, msg)
 }
 
-// workerGone ends a job whose worker went away, for the reason given: lost,
-// evicted or out of memory.
-func (r *ShellJobReconciler) workerGone(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, reason, msg string) (ctrl.Result, error) {
+// fail ends a job as Failed for reason: its worker went away (lost,
+// evicted, out of memory), or it was held too long.
+func (r *ShellJobReconciler) fail(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, reason, msg string) (ctrl.Result, error) {
 	job.Status.Phase = shellv1alpha1.PhaseFailed
 	if job.Status.CompletionTime == nil {
 		job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
@@ -772,7 +786,7 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 		reason, why = shellv1alpha1.ShellJobFinishedReasonWorkerLost, "shut down"
 	}
 	recordExit(job, f, now)
-	return r.workerGone(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran; its agent stopped the command", key.Name, why))
+	return r.fail(ctx, job, now, reason, fmt.Sprintf("worker %s %s while the command ran; its agent stopped the command", key.Name, why))
 }
 
 // finished lets an ended job go: it removes the finalizer, and deletes the
@@ -1032,6 +1046,9 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	}
 	if r.JobTTL == 0 {
 		r.JobTTL = DefaultJobTTL
+	}
+	if r.HoldTimeout == 0 {
+		r.HoldTimeout = DefaultHoldTimeout
 	}
 	if r.DeliveryGrace == 0 {
 		r.DeliveryGrace = DefaultDeliveryGrace

@@ -382,6 +382,31 @@ func TestHold(t *testing.T) {
 	waitPhase(t, ns, "held", shellv1alpha1.PhaseSucceeded)
 }
 
+// TestHoldTimeout: a job its client never releases (a bot that restarted
+// between its create and the release) fails once held longer than the
+// hold timeout, with a reason, a message and an event; it never runs.
+func TestHoldTimeout(t *testing.T) {
+	const timeout = 2 * time.Second
+	ns := namespace(t)
+	agent := newFakeAgent()
+	startOperatorWith(t, ns, Options{Agent: agent, StopGrace: testStopGrace, HoldTimeout: timeout})
+	readyPool(t, ns, "shell", 1)
+	createJob(t, utiltesting.MakeShellJob("held", ns).Command("echo files").Hold())
+	j := waitPhase(t, ns, "held", shellv1alpha1.PhaseFailed)
+	c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobFinished)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != shellv1alpha1.ShellJobFinishedReasonHoldTimedOut ||
+		!strings.Contains(c.Message, "held on worker") || !strings.Contains(c.Message, timeout.String()) {
+		t.Errorf("Finished condition = %+v", c)
+	}
+	if held := j.Status.CompletionTime.Sub(scheduledAt(j).Truncate(time.Second)); held < timeout-time.Second {
+		t.Errorf("failed %v after it was placed, before its hold timeout %v", held, timeout)
+	}
+	if j.Status.Ran || len(agent.callLog()) != 0 {
+		t.Errorf("a held job ran: %+v, calls %v", j.Status, agent.callLog())
+	}
+	waitEvents(t, ns, "held", shellv1alpha1.ShellJobFinishedReasonHoldTimedOut)
+}
+
 func TestWorkerLost(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

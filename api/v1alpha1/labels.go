@@ -42,6 +42,14 @@ const (
 	// AnnotationPreview holds where the job's live preview is shown, so a
 	// restarted bot can continue it.
 	AnnotationPreview = "shell.shelljob.dev/preview"
+	// AnnotationFilesAttempted is set, to an RFC 3339 time, before the bot
+	// sends the job's $SHELLJOB_OUT files: a bot that died sending them
+	// finds it after its restart and does not try again.
+	AnnotationFilesAttempted = "shell.shelljob.dev/files-attempted"
+	// AnnotationFilesPut is set, to an RFC 3339 time, once the bot put a
+	// held job's input files into its directory: a restarted bot releases
+	// such a job, and stops one without it.
+	AnnotationFilesPut = "shell.shelljob.dev/files-put"
 )
 
 // DefaultPool is the pool a job runs on when it names none.

@@ -231,7 +231,11 @@ const (
 	// ShellJobFinishedReasonOutOfMemory: the command failed after the
 	// out-of-memory killer killed in its worker, at the memory limit.
 	ShellJobFinishedReasonOutOfMemory = "OutOfMemory"
-	ShellJobFinishedReasonStartFailed         = "StartFailed"
+	ShellJobFinishedReasonStartFailed = "StartFailed"
+	// ShellJobFinishedReasonHoldTimedOut: the job was held (spec.hold) on
+	// its worker longer than the operator's hold timeout; its command
+	// never ran.
+	ShellJobFinishedReasonHoldTimedOut = "HoldTimedOut"
 )
 
 // More reasons of the Scheduled condition.

@@ -154,20 +154,21 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.assigned = shelljob.IsAssigned(obj)
 	j.direct = shelljob.Mode(obj) == shellv1alpha1.ModeDirect
-	switch obj.Status.Phase {
-	case shellv1alpha1.PhaseRunning:
-		j.state = Running
-	case shellv1alpha1.PhaseStopping:
-		j.state = Running
-		j.markStoppedLocked(obj.Spec.StopReason)
-	case "", shellv1alpha1.PhaseQueued:
-		j.state = Queued
-	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+	switch {
+	case shelljob.IsFinished(obj):
 		if obj.Status.Ran {
 			j.state = Running
 		}
+	case obj.Status.Phase == shellv1alpha1.PhaseRunning:
+		j.state = Running
+	case obj.Status.Phase == shellv1alpha1.PhaseStopping:
+		j.state = Running
+		j.markStoppedLocked(obj.Spec.StopReason)
+	case obj.Status.Phase == "", obj.Status.Phase == shellv1alpha1.PhaseQueued:
+		j.state = Queued
 	default:
-		panic("jobs: unknown phase " + string(obj.Status.Phase))
+		// A phase of a newer operator: the state stays as it was, and
+		// the job ends when shelljob.IsFinished says so.
 	}
 	if obj.Spec.Stop {
 		j.markStoppedLocked(obj.Spec.StopReason)

@@ -116,3 +116,15 @@ func TestWaiting(t *testing.T) {
 		})
 	}
 }
+
+func TestObserveUnknownPhase(t *testing.T) {
+	j := mk("a", 1, -100, 10, "")
+	obj := &shellv1alpha1.ShellJob{}
+	obj.Status.Number, obj.Status.Phase = 3, shellv1alpha1.PhaseRunning
+	j.Observe(obj)
+	obj.Status.Phase = "Paused" // a phase of a newer operator
+	j.Observe(obj)
+	if j.State() != Running || j.Number() != 3 {
+		t.Errorf("after an unknown phase: state %v, number %d", j.State(), j.Number())
+	}
+}

@@ -45,12 +45,23 @@ func (c *Cluster) worker(name string) types.NamespacedName {
 var _ bot.Cluster = (*Cluster)(nil)
 
 // Submit implements bot.JobSubmitter.
-func (c *Cluster) Submit(ctx context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	sj := &shellv1alpha1.ShellJob{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "tg-", Namespace: c.Namespace, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Annotations: annotations},
 		Spec:       spec,
 	}
-	if err := c.Client.Create(ctx, sj); err != nil {
+	if sj.Name == "" {
+		sj.GenerateName = "tg-"
+	}
+	err := c.Client.Create(ctx, sj)
+	if apierrors.IsAlreadyExists(err) && sj.Name != "" {
+		var old shellv1alpha1.ShellJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sj), &old); err != nil {
+			return nil, fmt.Errorf("get existing shelljob %s: %w", sj.Name, err)
+		}
+		return &old, fmt.Errorf("create shelljob %s: %w", sj.Name, bot.ErrJobExists)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}
 	return sj, nil

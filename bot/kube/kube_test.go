@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
@@ -88,6 +91,38 @@ func (w *watcher) waitFor(t *testing.T, what string, match func(*shellv1alpha1.S
 	}
 }
 
+// A command submitted again (updates replayed after a restart) names the
+// same job: the second Submit creates nothing and returns the first job.
+func TestSubmitTwice(t *testing.T) {
+	ns := namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	spec := telegramSpec("echo once", "1")
+	name := shelljob.TelegramName(spec.Origin, time.Now())
+	first, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Name != name {
+		t.Errorf("name = %q, want %q", first.Name, name)
+	}
+	again, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
+	if !errors.Is(err, bot.ErrJobExists) {
+		t.Fatalf("second submit: %v, want ErrJobExists", err)
+	}
+	if again == nil || again.UID != first.UID {
+		t.Fatalf("second submit returned %+v, want the first job", again)
+	}
+	var list shellv1alpha1.ShellJobList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Errorf("%d jobs, want 1", len(list.Items))
+	}
+}
+
 func TestJobLifecycle(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -96,7 +131,7 @@ func TestJobLifecycle(t *testing.T) {
 
 	spec := telegramSpec("sleep 100", "1001")
 	spec.Hold = true
-	sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
+	sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +210,7 @@ func TestConcurrentStops(t *testing.T) {
 	ctx := context.Background()
 	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
 	for range 5 {
-		sj, err := c.Submit(ctx, telegramSpec("sleep 1", "1"), nil)
+		sj, err := c.Submit(ctx, "", telegramSpec("sleep 1", "1"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +234,7 @@ func TestConcurrentStops(t *testing.T) {
 func TestWatchOutlivesItsContext(t *testing.T) {
 	ns := namespace(t)
 	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
-	sj, err := c.Submit(context.Background(), telegramSpec("true", "1"), nil)
+	sj, err := c.Submit(context.Background(), "", telegramSpec("true", "1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +269,7 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	guest.Origin.Chat, guest.Origin.Topic, guest.Origin.Message, guest.Origin.GuestQuery = 0, 0, 0, "123456789012345"
 	var names []string
 	for _, spec := range []shellv1alpha1.ShellJobSpec{telegramSpec("a", "1"), telegramSpec("b", "1"), guest} {
-		sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+		sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +359,7 @@ func TestListPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := c.Submit(ctx, telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
+		if _, err := c.Submit(ctx, "", telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,7 +88,7 @@ func TestBotRole(t *testing.T) {
 	}
 	spec := telegramSpec("sleep 5", "1")
 	spec.Hold = true
-	sj, err := c.Submit(ctx, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 	if err != nil {
 		t.Fatalf("submit as the bot: %v", err)
 	}

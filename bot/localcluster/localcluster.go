@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -94,7 +95,7 @@ func New(o Options) *Cluster {
 
 // Submit implements bot.JobSubmitter. The job is Queued with its number
 // set; it starts once a worker is free (and it is not held).
-func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+func (c *Cluster) Submit(_ context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.FailSubmit != nil {
@@ -109,8 +110,13 @@ func (c *Cluster) Submit(_ context.Context, spec shellv1alpha1.ShellJobSpec, ann
 	if spec.Mode == "" {
 		spec.Mode = shellv1alpha1.ModeFork
 	}
+	if j, ok := c.jobs[name]; ok {
+		return j.snapshot(), fmt.Errorf("create %s: %w", name, bot.ErrJobExists)
+	}
 	c.next++
-	name := fmt.Sprintf("sj-%d", c.next)
+	if name == "" {
+		name = fmt.Sprintf("sj-%d", c.next)
+	}
 	j := &job{worker: -1, spool: newSpool()}
 	j.obj = shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{
@@ -156,17 +162,13 @@ func (c *Cluster) bump(j *job) {
 	c.changed.Broadcast()
 }
 
-func finished(p shellv1alpha1.ShellJobPhase) bool {
-	return p == shellv1alpha1.PhaseSucceeded || p == shellv1alpha1.PhaseFailed || p == shellv1alpha1.PhaseStopped
-}
-
 // scheduleLocked gives free workers to queued jobs in FIFO order, and
 // starts those that are not held.
 func (c *Cluster) scheduleLocked() {
 	busy := map[string]map[int]bool{}
 	for _, name := range c.order {
 		j := c.jobs[name]
-		if j.worker >= 0 && !finished(j.obj.Status.Phase) && j.obj.Spec.Mode != shellv1alpha1.ModeDirect {
+		if j.worker >= 0 && !shelljob.IsFinished(&j.obj) && j.obj.Spec.Mode != shellv1alpha1.ModeDirect {
 			if busy[j.obj.Spec.Pool] == nil {
 				busy[j.obj.Spec.Pool] = map[int]bool{}
 			}
@@ -361,7 +363,7 @@ func (c *Cluster) LoseWorker(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.jobs[name]
-	if !ok || j.cmd == nil || finished(j.obj.Status.Phase) {
+	if !ok || j.cmd == nil || shelljob.IsFinished(&j.obj) {
 		return fmt.Errorf("shelljob %q is not running", name)
 	}
 	j.lost = true

@@ -10,11 +10,11 @@ import (
 func TestQueuesWhenBusy(t *testing.T) {
 	c := New(Options{Dir: t.TempDir(), Workers: 1})
 	ctx := context.Background()
-	a, err := c.Submit(ctx, shellv1alpha1.ShellJobSpec{Command: "sleep 30"}, nil)
+	a, err := c.Submit(ctx, "", shellv1alpha1.ShellJobSpec{Command: "sleep 30"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := c.Submit(ctx, shellv1alpha1.ShellJobSpec{Command: "echo hi"}, nil)
+	b, _ := c.Submit(ctx, "", shellv1alpha1.ShellJobSpec{Command: "echo hi"}, nil)
 	ja, _ := c.Job(a.Name)
 	jb, _ := c.Job(b.Name)
 	if ja.Status.Phase != shellv1alpha1.PhaseRunning || jb.Status.Phase != shellv1alpha1.PhaseQueued {

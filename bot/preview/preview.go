@@ -87,18 +87,21 @@ const (
 
 // Final is a chat job's final text: the output, trimmed, or "The process
 // exited N." when it is empty, then after a blank line the stop note. A
-// job that never ran (ran false) gets the note alone. A negative exitCode
+// job that never ran (ran false) gets the stop note alone, and note after
+// it when set. A negative exitCode
 // is unknown (the worker was lost): an empty output then says nothing.
 // note, when set, ends the final after a blank line: why the output may
 // be cut (texts.WorkerLost).
 func Final(output string, exitCode int, ran bool, stop Stop, note string) string {
 	if !ran {
-		switch stop {
-		case StoppedByShutdown:
-			return texts.StoppedBeforeRunShutdown
-		default:
-			return texts.StoppedBeforeRun
+		head := texts.StoppedBeforeRun
+		if stop == StoppedByShutdown {
+			head = texts.StoppedBeforeRunShutdown
 		}
+		if note != "" {
+			return head + "\n\n" + note
+		}
+		return head
 	}
 	body := strings.TrimSpace(Clean(output))
 	if body == "" && exitCode >= 0 {

@@ -160,3 +160,53 @@ const (
 	SettingsSaveFail  = "Could not save that setting; try again."
 	SettingsOutOfDate = "That button is out of date; send /settings for a new panel."
 )
+
+// Files in and out. These are the bot's own: the reference sends files
+// with no limit.
+const (
+	// FilesNotDelivered ends the final of a job whose files an earlier run
+	// of the bot began to send and never finished (it crashed or was
+	// killed): they are not sent again, so that they cannot crash it again.
+	FilesNotDelivered = "⚠ The files in $SHELLJOB_OUT were not sent: an earlier attempt did not finish."
+	// HeldAtRestart ends the final of a job that waited for its replied-to
+	// files when the bot restarted: they are gone with the old bot, and the
+	// command did not run.
+	HeldAtRestart = "⚠ The bot restarted before the replied-to files were in place; the command did not run. Send it again."
+)
+
+// InFileTooBig answers a command whose replied-to file is over the limit:
+// nothing is downloaded and the command does not run.
+func InFileTooBig(name string, size, limit int64) string {
+	return fmt.Sprintf("📎 %s is %s, over the %s limit for a replied-to file; the command did not run.", name, Size(size), Size(limit))
+}
+
+// OutFileTooBig names a $SHELLJOB_OUT file not sent for its size.
+func OutFileTooBig(name string, size, limit int64) string {
+	return fmt.Sprintf("%s (%s, over the %s limit for one file)", name, Size(size), Size(limit))
+}
+
+// OutJobTooBig names a $SHELLJOB_OUT file not sent because the job's files
+// before it reached the limit for one job.
+func OutJobTooBig(name string, size, limit int64) string {
+	return fmt.Sprintf("%s (%s, past the %s limit for a command's files)", name, Size(size), Size(limit))
+}
+
+// FilesSkipped is the note that lists the files not sent, one a line.
+func FilesSkipped(lines []string) string {
+	return "⚠ Not sent from $SHELLJOB_OUT:\n" + strings.Join(lines, "\n")
+}
+
+// Size is a byte count for people: "512 bytes", "1.5 KB", "400.0 MB", in
+// units of 1024.
+func Size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 3; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "KMGT"[exp])
+}

@@ -62,7 +62,7 @@ type Client struct {
 	feed    *feed
 	session *sessionWatch
 	// self is the bot's user id, once logged in.
-	self int64
+	self atomic.Int64
 }
 
 // errSessionLost ends a login's run when Telegram no longer knows its
@@ -84,7 +84,7 @@ func New(b *bot.Bot, o Options) *Client {
 	c := &Client{opts: o, disp: tg.NewUpdateDispatcher(), lanes: &lanes{}}
 	c.connect()
 	c.API = NewAPI(c.client, o.DC)
-	register(c.disp, c.lanes, b, o.Log)
+	register(c.disp, c.lanes, b, &c.self, o.Log)
 	return c
 }
 
@@ -189,6 +189,7 @@ func (c *Client) connect() {
 // Telegram forgets the session (a reset server), it drops the session and
 // logs in again.
 func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
+	defer c.saveState()
 	newBackoff := func() wait.Backoff {
 		return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: time.Minute}
 	}
@@ -213,6 +214,30 @@ func (c *Client) Run(ctx context.Context, b *bot.Bot) error {
 		}
 		c.connect()
 		c.API.setClient(c.client)
+	}
+}
+
+// stateFlusher is an updates state that writes what it holds on Flush,
+// such as ConfigMapState.
+type stateFlusher interface {
+	Flush(ctx context.Context) error
+}
+
+// stateSaveTimeout bounds the last write of the updates state.
+const stateSaveTimeout = 10 * time.Second
+
+// saveState writes the updates state once the client is done: the updates
+// handled during the shutdown window count too, and a restart does not
+// fetch their commands again.
+func (c *Client) saveState() {
+	f, ok := c.opts.State.(stateFlusher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stateSaveTimeout)
+	defer cancel()
+	if err := f.Flush(ctx); err != nil {
+		c.opts.Log.Error(err, "Could not save the updates state; a restart may fetch some updates again")
 	}
 }
 
@@ -264,7 +289,7 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 	if err != nil {
 		return fmt.Errorf("read the bot's profile: %w", err)
 	}
-	c.self = self.ID
+	c.self.Store(self.ID)
 	c.session.mu.Lock()
 	c.session.loggedIn = true
 	c.session.mu.Unlock()
@@ -321,11 +346,16 @@ func (c *Client) savedState(ctx context.Context, self int64) bool {
 }
 
 // register routes the updates to b. Each answer runs in the lane of its
-// chat (lanes), never on the updates manager's loop.
-func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, log logr.Logger) {
+// chat (lanes), never on the updates manager's loop. self is the bot's
+// user id: a message sent via the bot is an echoed guest answer, never a
+// command.
+func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
 	onMessage := func(ctx context.Context, e tg.Entities, mc tg.MessageClass) error {
 		m, ok := mc.(*tg.Message)
 		if !ok || m.Out {
+			return nil
+		}
+		if via, ok := m.GetViaBotID(); ok && via == self.Load() {
 			return nil
 		}
 		msg, ok := convertMessage(e, m)
@@ -374,7 +404,7 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, log logr.Logger) {
 		if !ok {
 			return nil
 		}
-		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID)}
+		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID), Date: time.Unix(int64(m.Date), 0)}
 		_, q.Private = m.PeerID.(*tg.PeerUser)
 		l.do(q.Chat, func() {
 			if err := b.HandleGuestQuery(ctx, q); err != nil {
@@ -447,5 +477,5 @@ func convertMessage(e tg.Entities, m *tg.Message) (bot.Message, bool) {
 		}
 	}
 	_, fwd := m.GetFwdFrom()
-	return bot.Message{Chat: chat, ID: m.ID, From: from, Text: m.Message, Forwarded: fwd, ReplyTo: reply}, true
+	return bot.Message{Chat: chat, ID: m.ID, From: from, Text: m.Message, Forwarded: fwd, ReplyTo: reply, Date: time.Unix(int64(m.Date), 0)}, true
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"mime"
 	"path"
@@ -66,17 +67,18 @@ func randomID() int64 {
 	return int64(binary.LittleEndian.Uint64(b[:]))
 }
 
-// InputPeer is the MTProto peer of chat.
-func InputPeer(c bot.Chat) tg.InputPeerClass {
+// InputPeer is the MTProto peer of chat. A chat read back from a job's
+// annotation may hold any kind, so an unknown one is an error.
+func InputPeer(c bot.Chat) (tg.InputPeerClass, error) {
 	switch c.Kind {
 	case bot.PeerUser:
-		return &tg.InputPeerUser{UserID: c.PeerID, AccessHash: c.AccessHash}
+		return &tg.InputPeerUser{UserID: c.PeerID, AccessHash: c.AccessHash}, nil
 	case bot.PeerChat:
-		return &tg.InputPeerChat{ChatID: c.PeerID}
+		return &tg.InputPeerChat{ChatID: c.PeerID}, nil
 	case bot.PeerChannel:
-		return &tg.InputPeerChannel{ChannelID: c.PeerID, AccessHash: c.AccessHash}
+		return &tg.InputPeerChannel{ChannelID: c.PeerID, AccessHash: c.AccessHash}, nil
 	default:
-		panic("tgclient: unknown peer kind " + string(c.Kind))
+		return nil, fmt.Errorf("chat %d has an unknown peer kind %q", c.ID, c.Kind)
 	}
 }
 
@@ -140,9 +142,13 @@ func sentID(u tg.UpdatesClass, rid int64) (int, error) {
 
 // SendText implements bot.Telegram.
 func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text string, silent bool, buttons [][]bot.Button) (int, error) {
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return 0, err
+	}
 	rid := randomID()
 	req := &tg.MessagesSendMessageRequest{
-		Peer: InputPeer(chat), Message: text, RandomID: rid, NoWebpage: true, Silent: silent,
+		Peer: peer, Message: text, RandomID: rid, NoWebpage: true, Silent: silent,
 	}
 	if r := replyTo(chat, reply); r != nil {
 		req.SetReplyTo(r)
@@ -160,12 +166,16 @@ func (a *API) SendText(ctx context.Context, chat bot.Chat, reply int, text strin
 // EditText implements bot.Telegram. An edit that changes nothing counts as
 // done.
 func (a *API) EditText(ctx context.Context, chat bot.Chat, id int, text string, buttons [][]bot.Button) error {
-	req := &tg.MessagesEditMessageRequest{Peer: InputPeer(chat), ID: id, NoWebpage: true}
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return err
+	}
+	req := &tg.MessagesEditMessageRequest{Peer: peer, ID: id, NoWebpage: true}
 	req.SetMessage(text)
 	if m := buttonsMarkup(buttons); m != nil {
 		req.SetReplyMarkup(m)
 	}
-	_, err := a.home().MessagesEditMessage(ctx, req)
+	_, err = a.home().MessagesEditMessage(ctx, req)
 	if tgerr.Is(err, "MESSAGE_NOT_MODIFIED") {
 		return nil
 	}
@@ -194,8 +204,12 @@ func (a *API) Delete(ctx context.Context, chat bot.Chat, id int) error {
 // Draft implements bot.Telegram: messages.setTyping with a text draft that
 // has a Stop button.
 func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) error {
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return err
+	}
 	req := &tg.MessagesSetTypingRequest{
-		Peer: InputPeer(chat),
+		Peer: peer,
 		Action: &tg.SendMessageTextDraftAction{
 			CanStop: true, RandomID: rid,
 			Text: tg.TextWithEntities{Text: text, Entities: []tg.MessageEntityClass{}},
@@ -212,7 +226,11 @@ func (a *API) Draft(ctx context.Context, chat bot.Chat, rid int64, text string) 
 
 // SendFile implements bot.Telegram: a photo, or a document.
 func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
-	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
+	peer, err := InputPeer(chat)
+	if err != nil {
+		return 0, err
+	}
+	up, err := upload(ctx, a.home(), f)
 	if err != nil {
 		return 0, fmt.Errorf("upload %s: %w", f.Name, err)
 	}
@@ -223,7 +241,7 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 		media = documentMedia(up, f.Name)
 	}
 	rid := randomID()
-	req := &tg.MessagesSendMediaRequest{Peer: InputPeer(chat), Media: media, RandomID: rid}
+	req := &tg.MessagesSendMediaRequest{Peer: peer, Media: media, RandomID: rid}
 	if r := replyTo(chat, reply); r != nil {
 		req.SetReplyTo(r)
 	}
@@ -234,8 +252,19 @@ func (a *API) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File
 	return sentID(u, rid)
 }
 
+// upload uploads f, streamed from its Reader when it has one.
+func upload(ctx context.Context, api *tg.Client, f bot.File) (tg.InputFileClass, error) {
+	u := uploader.NewUploader(api)
+	if f.Reader != nil {
+		return u.Upload(ctx, uploader.NewUpload(f.Name, f.Reader, f.Size))
+	}
+	return u.FromBytes(ctx, f.Name, f.Data)
+}
+
 // MessageFiles implements bot.Telegram: the document or photo of a message.
-func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.File, error) {
+// The size the message gives is checked before the download, and the
+// download stops at limit bytes all the same.
+func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int, limit int64) ([]bot.File, error) {
 	ids := []tg.InputMessageClass{&tg.InputMessageID{ID: id}}
 	var res tg.MessagesMessagesClass
 	var err error
@@ -259,12 +288,18 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 		if !ok || m.Media == nil {
 			continue
 		}
-		loc, name := fileLocation(m)
+		loc, name, size := fileLocation(m)
 		if loc == nil {
 			continue
 		}
-		var buf bytes.Buffer
-		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, &buf); err != nil {
+		if limit > 0 && size > limit {
+			return files, &bot.FileTooBigError{Name: name, Size: size, Limit: limit}
+		}
+		buf := &capped{limit: limit}
+		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, buf); err != nil {
+			if errors.Is(err, errOverLimit) {
+				return files, &bot.FileTooBigError{Name: name, Size: max(size, limit+1), Limit: limit}
+			}
 			return files, fmt.Errorf("download %s: %w", name, err)
 		}
 		files = append(files, bot.File{Name: name, Data: buf.Bytes()})
@@ -272,12 +307,29 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int) ([]bot.Fi
 	return files, nil
 }
 
-func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
+var errOverLimit = errors.New("over the size limit")
+
+// capped is a buffer that refuses to grow past limit bytes (0: no limit).
+type capped struct {
+	bytes.Buffer
+	limit int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.limit > 0 && int64(c.Len()+len(p)) > c.limit {
+		return 0, errOverLimit
+	}
+	return c.Buffer.Write(p)
+}
+
+// fileLocation is where the file of m is, its name, and its size as the
+// message gives it.
+func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string, int64) {
 	switch md := m.Media.(type) {
 	case *tg.MessageMediaDocument:
 		d, ok := md.Document.(*tg.Document)
 		if !ok {
-			return nil, ""
+			return nil, "", 0
 		}
 		name := fmt.Sprintf("file%d", m.ID)
 		for _, at := range d.Attributes {
@@ -285,22 +337,31 @@ func fileLocation(m *tg.Message) (tg.InputFileLocationClass, string) {
 				name = path.Base(fn.FileName)
 			}
 		}
-		return &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}, name
+		return &tg.InputDocumentFileLocation{ID: d.ID, AccessHash: d.AccessHash, FileReference: d.FileReference}, name, d.Size
 	case *tg.MessageMediaPhoto:
 		p, ok := md.Photo.(*tg.Photo)
 		if !ok || len(p.Sizes) == 0 {
-			return nil, ""
+			return nil, "", 0
 		}
-		size := ""
+		var kind string
+		var size int64
 		for _, s := range p.Sizes {
-			if t, ok := s.(interface{ GetType() string }); ok {
-				size = t.GetType()
+			switch s := s.(type) {
+			case *tg.PhotoSize:
+				kind, size = s.Type, int64(s.Size)
+			case *tg.PhotoSizeProgressive:
+				kind, size = s.Type, 0
+				for _, n := range s.Sizes {
+					size = max(size, int64(n))
+				}
+			case interface{ GetType() string }:
+				kind = s.GetType()
 			}
 		}
-		return &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: size},
-			fmt.Sprintf("photo%d.jpg", m.ID)
+		return &tg.InputPhotoFileLocation{ID: p.ID, AccessHash: p.AccessHash, FileReference: p.FileReference, ThumbSize: kind},
+			fmt.Sprintf("photo%d.jpg", m.ID), size
 	}
-	return nil, ""
+	return nil, "", 0
 }
 
 // AnswerCallback implements bot.Telegram.
@@ -364,7 +425,7 @@ func (a *API) EditGuest(ctx context.Context, m bot.GuestMessage, text string) er
 // has none the bot may send to), then the answer is edited into that
 // document with messages.editInlineBotMessage on the DC that holds it.
 func (a *API) EditGuestFile(ctx context.Context, m bot.GuestMessage, caption string, f bot.File) error {
-	up, err := uploader.NewUploader(a.home()).FromBytes(ctx, f.Name, f.Data)
+	up, err := upload(ctx, a.home(), f)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", f.Name, err)
 	}

@@ -45,7 +45,7 @@ func run() int {
 		namespace, workerNS    string
 		workerImage            string
 		allowedSAs, selfSA     string
-		jobTTL                 time.Duration
+		jobTTL, holdTimeout    time.Duration
 		warmChannels           bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
@@ -70,6 +70,8 @@ func run() int {
 	flag.BoolVar(&warmChannels, "warm-channels", true,
 		"Keep a warm control channel (one long-lived exec) to each worker's agent, carrying its events, starts and signals; "+
 			"false: its events stream alone, and an exec per start and per signal, as when a channel is down.")
+	flag.DurationVar(&holdTimeout, "hold-timeout", controllers.DefaultHoldTimeout,
+		"How long a job may stay held (spec.hold) on its worker, waiting for its client to put its input files, before it fails (HoldTimedOut).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -140,6 +142,7 @@ func run() int {
 		AllowedServiceAccounts: allowed,
 		OperatorServiceAccount: self,
 		JobTTL:                 jobTTL,
+		HoldTimeout:            holdTimeout,
 	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")

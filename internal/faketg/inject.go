@@ -314,6 +314,7 @@ type SendBuilder struct {
 	fwd      *tg.MessageFwdHeader
 	media    *Media
 	entities []tg.MessageEntityClass
+	viaBot   bool
 }
 
 // In starts a message of u in chat.
@@ -352,6 +353,11 @@ func (b *SendBuilder) Entities(e ...tg.MessageEntityClass) *SendBuilder {
 	return &c
 }
 
+// ViaBot sends the message via the bot (via_bot_id), as a client posts a
+// guest answer of the bot that the user picked: an echo of the bot's own
+// answer, in the user's name.
+func (b *SendBuilder) ViaBot() *SendBuilder { c := *b; c.viaBot = true; return &c }
+
 // Document attaches a file as a document.
 func (b *SendBuilder) Document(filename, mime string, data []byte) *SendBuilder {
 	c := *b
@@ -382,6 +388,7 @@ func (b *SendBuilder) Text(ctx context.Context, text string) (Message, error) {
 	m := &Message{
 		Chat: b.chat, From: b.u, Text: text, Entities: ents,
 		ReplyTo: b.replyTo, TopicID: b.topic, Date: now, fwd: b.fwd, Forwarded: b.fwd != nil,
+		ViaBot: b.viaBot,
 	}
 	s.setTopicLocked(m)
 	if b.chat.Kind == Private && b.chat.User != b.u {
@@ -416,6 +423,9 @@ func shortMessage(m *Message, upd tg.UpdateClass) *tg.UpdateShortMessage {
 	}
 	if m.fwd != nil {
 		v.SetFwdFrom(*m.fwd)
+	}
+	if m.ViaBot {
+		v.SetViaBotID(m.Chat.s.opts.Bot.ID)
 	}
 	if m.ReplyTo != 0 {
 		v.SetReplyTo(&tg.MessageReplyHeader{ReplyToMsgID: m.ReplyTo})

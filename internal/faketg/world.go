@@ -249,6 +249,8 @@ type Message struct {
 	InlineID *tg.InputBotInlineMessageID64
 	// GuestQuery is the query a guest answer belongs to.
 	GuestQuery int64
+	// ViaBot: the user sent it via the bot (via_bot_id).
+	ViaBot bool
 
 	fwd *tg.MessageFwdHeader
 }
@@ -277,6 +279,9 @@ func (m *Message) tg() *tg.Message {
 	}
 	if m.fwd != nil {
 		v.SetFwdFrom(*m.fwd)
+	}
+	if m.ViaBot {
+		v.SetViaBotID(m.Chat.s.opts.Bot.ID)
 	}
 	if m.ReplyTo != 0 || m.TopicID != 0 {
 		h := &tg.MessageReplyHeader{}

@@ -1,6 +1,7 @@
 package shelljob
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -20,9 +21,20 @@ const (
 )
 
 // IsFinished tells whether the job has ended: its command exited, it was
-// stopped before it ran, or its worker was lost.
+// stopped before it ran, or its worker was lost. Its Finished condition or
+// a final phase says so; a phase this version does not know is not final,
+// and never a panic, so an older reader keeps working next to a newer
+// operator.
 func IsFinished(j *shellv1alpha1.ShellJob) bool {
-	return meta.IsStatusConditionTrue(j.Status.Conditions, shellv1alpha1.ShellJobFinished)
+	if meta.IsStatusConditionTrue(j.Status.Conditions, shellv1alpha1.ShellJobFinished) {
+		return true
+	}
+	switch j.Status.Phase {
+	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+		return true
+	default:
+		return false
+	}
 }
 
 // IsAssigned tells whether the job has a worker pod, started or not.
@@ -99,6 +111,37 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TelegramName is the name of the job of a Telegram command, from where
+// the command came and when it was sent: tg-<chat>-<message>-<unix time>
+// for a chat message, tg-q<query>-<unix time> for a guest chat query, with
+// a minus sign written "m" (tg-m1001234-56-1767225600). A command seen
+// twice, as when a restarted bot is sent updates again, names one job, and
+// the second create fails with AlreadyExists; the time tells apart a
+// message of a server that numbers its messages anew (a reset test
+// server). It is "" when the origin names neither, and the job then gets a
+// generated name.
+func TelegramName(o shellv1alpha1.ShellJobOrigin, sent time.Time) string {
+	at := strconv.FormatInt(sent.Unix(), 10)
+	switch {
+	case o.Chat != 0 && o.Message != 0:
+		return "tg-" + dnsInt(strconv.FormatInt(o.Chat, 10)) + "-" + dnsInt(strconv.FormatInt(o.Message, 10)) + "-" + dnsInt(at)
+	case o.GuestQuery != "":
+		if _, err := strconv.ParseInt(o.GuestQuery, 10, 64); err == nil {
+			return "tg-q" + dnsInt(o.GuestQuery) + "-" + dnsInt(at)
+		}
+	}
+	return ""
+}
+
+// dnsInt writes a decimal integer's sign as "m", which a DNS-1123 name may
+// hold anywhere.
+func dnsInt(s string) string {
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		return "m" + rest
+	}
+	return s
 }
 
 // Mode is the job's mode, Fork when unset.

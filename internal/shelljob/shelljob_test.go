@@ -1,6 +1,7 @@
 package shelljob
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -118,5 +120,65 @@ func TestExpiry(t *testing.T) {
 	}
 	if _, ok := Expiry(utiltesting.MakeShellJob("j", "ns").Obj(), ttl, grace); ok {
 		t.Error("a job with no CompletionTime expires")
+	}
+}
+
+func TestIsFinishedByPhase(t *testing.T) {
+	cases := map[shellv1alpha1.ShellJobPhase]bool{
+		"":                           false,
+		shellv1alpha1.PhaseQueued:    false,
+		shellv1alpha1.PhaseRunning:   false,
+		shellv1alpha1.PhaseStopping:  false,
+		shellv1alpha1.PhaseSucceeded: true,
+		shellv1alpha1.PhaseFailed:    true,
+		shellv1alpha1.PhaseStopped:   true,
+		"Paused":                     false, // a phase of a newer operator
+	}
+	for phase, want := range cases {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Phase = phase
+		if got := IsFinished(j); got != want {
+			t.Errorf("IsFinished(phase %q) = %v, want %v", phase, got, want)
+		}
+	}
+	j := utiltesting.MakeShellJob("j", "ns").Obj()
+	j.Status.Phase = "Paused"
+	SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "exit 0")
+	if !IsFinished(j) {
+		t.Error("an unknown phase with Finished=True is not finished")
+	}
+}
+
+func TestTelegramName(t *testing.T) {
+	cases := map[string]struct {
+		origin shellv1alpha1.ShellJobOrigin
+		want   string
+	}{
+		"supergroup":     {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Message: 56}, "tg-m1001234567890-56-1767225600"},
+		"private":        {shellv1alpha1.ShellJobOrigin{Chat: 777, Message: 3}, "tg-777-3-1767225600"},
+		"topic":          {shellv1alpha1.ShellJobOrigin{Chat: -1001234567890, Topic: 7, Message: 56}, "tg-m1001234567890-56-1767225600"},
+		"guest":          {shellv1alpha1.ShellJobOrigin{GuestQuery: "123456789012345"}, "tg-q123456789012345-1767225600"},
+		"negative guest": {shellv1alpha1.ShellJobOrigin{GuestQuery: "-5"}, "tg-qm5-1767225600"},
+		"odd guest":      {shellv1alpha1.ShellJobOrigin{GuestQuery: "a b"}, ""},
+		"no message":     {shellv1alpha1.ShellJobOrigin{Chat: 5}, ""},
+		"extremes":       {shellv1alpha1.ShellJobOrigin{Chat: math.MinInt64, Message: math.MaxInt64}, "tg-m9223372036854775808-9223372036854775807-1767225600"},
+	}
+	sent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := TelegramName(tc.origin, sent)
+			if got != tc.want {
+				t.Fatalf("TelegramName = %q, want %q", got, tc.want)
+			}
+			if got != "" {
+				if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 || len(got) > validation.DNS1123LabelMaxLength {
+					t.Errorf("%q is no DNS-1123 name of at most 63 characters: %v", got, errs)
+				}
+			}
+		})
+	}
+	o := shellv1alpha1.ShellJobOrigin{Chat: 5, Message: 1}
+	if TelegramName(o, sent) == TelegramName(o, sent.Add(time.Hour)) {
+		t.Error("one message id sent at two times names one job")
 	}
 }

@@ -1,0 +1,34 @@
+package tgclient
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gotd/td/telegram"
+
+	"shelljob.dev/shelljob/bot"
+)
+
+// A chat read back from a job's annotation may carry any kind: the calls
+// that name it fail with an error rather than panic.
+func TestUnknownPeerKind(t *testing.T) {
+	ctx := context.Background()
+	// The client never runs: each call must fail before it is made.
+	a := NewAPI(telegram.NewClient(1, "hash", telegram.Options{}), 2)
+	chat := bot.Chat{ID: -5, Kind: "supergroup", PeerID: 5}
+	if _, err := InputPeer(chat); err == nil {
+		t.Error("InputPeer: no error")
+	}
+	if _, err := a.SendText(ctx, chat, 0, "hi", false, nil); err == nil {
+		t.Error("SendText: no error")
+	}
+	if err := a.EditText(ctx, chat, 1, "hi", nil); err == nil {
+		t.Error("EditText: no error")
+	}
+	if err := a.Draft(ctx, chat, 1, "hi"); err == nil {
+		t.Error("Draft: no error")
+	}
+	if _, err := a.SendFile(ctx, chat, 0, bot.File{Name: "a.txt", Data: []byte("a")}); err == nil {
+		t.Error("SendFile: no error")
+	}
+}
