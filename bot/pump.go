@@ -598,33 +598,38 @@ func (r *run) update(ctx context.Context, text string) bool {
 // the job ended without running, or ctx ended.
 func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 	defer close(followed)
-	for {
-		obj, next := r.watchObj()
-		if obj != nil && obj.Status.Ran && obj.Status.Pod != "" {
-			break
-		}
-		if obj != nil && shelljob.IsFinished(obj) {
-			return
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			return
-		}
-	}
 	// offset counts the bytes the command wrote up to where the stream
 	// reached, as the agent does. It is not what the buffer got: a gap
 	// in the spool comes as one line in place of the bytes it skipped.
 	offset := r.followFrom
 	for {
-		reached, err := r.b.cluster.Follow(ctx, r.latest(), offset, r.buf.Writer(liveoutput.Stdout))
-		offset = max(offset, reached)
+		obj, ok := r.placed(ctx)
+		if !ok {
+			return
+		}
+		from, fctx, cancel := offset, ctx, context.CancelFunc(func() {})
+		if !obj.Status.Ran && offset == 0 {
+			// Opened as soon as the job is placed, the follow overlaps the
+			// start: the agent holds it until the command runs.
+			from = agentapi.AwaitStart
+			fctx, cancel = context.WithCancel(ctx)
+			go r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod)
+		}
+		reached, err := r.b.cluster.Follow(fctx, r.latest(), from, r.buf.Writer(liveoutput.Stdout))
+		moved := fctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if reached > 0 {
+			offset = max(offset, reached)
+		}
 		if err == nil {
 			r.complete.Store(true)
 			return
 		}
 		if ctx.Err() != nil {
 			return
+		}
+		if moved {
+			continue // placed again, or ended without running
 		}
 		if errors.Is(err, ErrWorkerGone) {
 			r.b.cfg.Log.Info("The output can no longer be read: its worker is gone", "job", r.job.Name, "error", err.Error())
@@ -633,6 +638,47 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 		r.b.cfg.Log.V(1).Info("Output stream broke; following again", "job", r.job.Name, "error", err.Error())
 		select {
 		case <-r.b.cfg.Clock.After(FollowRetry):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// placed waits until the job has a worker, and tells false if it ended
+// without running, or ctx ended, first.
+func (r *run) placed(ctx context.Context) (*shellv1alpha1.ShellJob, bool) {
+	for {
+		obj, next := r.watchObj()
+		switch {
+		case obj != nil && shelljob.IsFinished(obj) && !obj.Status.Ran:
+			return nil, false
+		case obj != nil && obj.Status.Pod != "":
+			return obj, true
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// cancelUnlessStarted cancels a follow that awaits the job's start on pod
+// once the job is placed elsewhere (its worker was lost before the start)
+// or ends without running.
+func (r *run) cancelUnlessStarted(ctx context.Context, cancel context.CancelFunc, pod string) {
+	for {
+		obj, next := r.watchObj()
+		switch {
+		case obj == nil:
+		case obj.Status.Ran && obj.Status.Pod == pod:
+			return
+		case obj.Status.Pod != pod || shelljob.IsFinished(obj):
+			cancel()
+			return
+		}
+		select {
+		case <-next:
 		case <-ctx.Done():
 			return
 		}

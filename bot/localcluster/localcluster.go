@@ -432,7 +432,8 @@ func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset
 	if j == nil {
 		return offset, fmt.Errorf("no job %s", sj.UID)
 	}
-	return j.spool.follow(ctx, offset, w)
+	// A job's spool is there from its submit: AwaitStart follows from 0.
+	return j.spool.follow(ctx, max(offset, 0), w)
 }
 
 // PutFiles implements bot.FileMover.
