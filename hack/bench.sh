@@ -175,12 +175,17 @@ section_cluster() {
   ratio_table "40 12 14" shelljob "kubectl exec" \
     "start latency p50 (ms)|start_p50|start_base_p50" \
     "start latency p95 (ms)|start_p95|start_base_p95" \
+    "  an exec per follow, p50 (ms)|start_cold_p50|start_base_p50" \
+    "  an exec per follow, p95 (ms)|start_cold_p95|start_base_p95" \
     "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
     "  of it, bytes the reader got (MiB/s)|throughput_delivered|throughput_base" \
     "stop latency p50 (ms)|stop_p50|stop_base_p50" \
     "burst of $(bench burst_jobs) jobs, 16 workers (s)|burst_s|burst_base_s"
   echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
   echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
+  echo
+  echo "(start latency: the follower keeps a warm channel to each worker, as the bot does; an exec per"
+  echo " follow is kubectl shelljob's case, a new process each time)"
   echo
   echo "Where a start goes, p50 from the create call (the follower opens once the job is placed):"
   printf '  %-44s %8s ms\n' "create call returned" "$(bench start_step_create_p50)" \

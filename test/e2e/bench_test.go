@@ -19,6 +19,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -385,12 +386,29 @@ func TestBenchBurst(t *testing.T) {
 		t.Fatalf("%d workers, want %d", len(pods), workers)
 	}
 
+	// All at once: client-go's default limit (5 requests a second) would
+	// make the creates the bottleneck.
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS = -1
+	creator, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	writes0 := apiWritesBy(t)
 	t0 := time.Now()
 	created := make([]*shellv1alpha1.ShellJob, jobs)
 	parallel(jobs, 32, func(i int) {
-		created[i] = Create(t, Job(t, fmt.Sprintf("burst%03d", i), fmt.Sprintf("echo burst %d", i)).Pool(pool.Name))[0]
+		j := Job(t, fmt.Sprintf("burst%03d", i), fmt.Sprintf("echo burst %d", i)).Pool(pool.Name).Obj()
+		if err := creator.Create(context.Background(), j); err != nil {
+			t.Errorf("create %s: %v", j.Name, err)
+			return
+		}
+		created[i] = j
+		t.Cleanup(func() { _ = c.Delete(context.Background(), j) })
 	})
+	if t.Failed() {
+		t.FailNow()
+	}
 	ended := waitAllEnded(t, created)
 	took := time.Since(t0)
 	writes := apiWritesBy(t)
