@@ -61,10 +61,10 @@ unit: envtest-assets $(HELM) ## The quick suite: unit, fuzz seeds, envtest and t
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
 
 # Packages whose concurrency the race detector checks in `make test`.
-RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/...
+RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/... ./internal/agentclient/...
 
 .PHONY: race
-race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent) under the race detector.
+race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent, its client) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race $(RACE_PKGS)
 
 .PHONY: test
