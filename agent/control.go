@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
 )
@@ -15,6 +16,10 @@ import (
 // maxControlLine bounds a control request: a start of a 64 KiB command,
 // escaped, fits with room to spare.
 const maxControlLine = 1 << 20
+
+// controlIdle ends a control channel that got no line, a request or a
+// ping, for that long: its caller is gone.
+var controlIdle = 3 * agentapi.ControlKeepalive
 
 // Control serves the warm control channel of one exec: it writes an empty
 // message, then the event stream's events (with events) to out as
@@ -62,6 +67,8 @@ func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, event
 		}
 		cancel(io.EOF)
 	}()
+	idle := time.NewTimer(controlIdle)
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -69,15 +76,19 @@ func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, event
 				return err
 			}
 			return nil
+		case <-idle.C:
+			return fmt.Errorf("no request or ping in %s: the caller is gone", controlIdle)
 		case line, ok := <-lines:
 			if !ok {
 				continue // the cause is set
 			}
+			idle.Reset(controlIdle)
 			var req agentapi.ControlRequest
 			if err := json.Unmarshal(line, &req); err != nil {
 				return fmt.Errorf("control request %q: %w", line, err)
 			}
 			switch req.Op {
+			case agentapi.OpPing:
 			case agentapi.OpCancel:
 				follows.cancel(req.ID)
 			case agentapi.CmdFollow:

@@ -270,6 +270,16 @@ type ControlRequest struct {
 // OpCancel ends the follow of the request's ID.
 const OpCancel = "cancel"
 
+// OpPing keeps a control channel open; it is not answered. A caller sends
+// a request or a ping at least every ControlKeepalive, and the agent ends
+// a channel that got nothing for three times that: a caller that went
+// away without closing the exec's stdin (the container runtime need not
+// close it) leaves no control process behind.
+const (
+	OpPing           = "ping"
+	ControlKeepalive = 20 * time.Second
+)
+
 // ControlMessage is one line on the control channel's stdout: an event of
 // the event stream (Event set), the answer to the request ID, or a piece
 // of a follow's stream.

@@ -32,6 +32,10 @@ var errNoControl = errors.New("agent has no control channel")
 // open without a follow.
 const readerIdle = 2 * time.Minute
 
+// keepaliveInterval is how often a channel pings its agent, which ends a
+// channel whose caller went quiet (agentapi.ControlKeepalive).
+const keepaliveInterval = agentapi.ControlKeepalive
+
 // channel is one pod's warm control channel, while its exec runs.
 type channel struct {
 	pod  types.NamespacedName
@@ -73,15 +77,22 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 
 	stdinR, stdinW := io.Pipe()
 	go func() {
+		keepalive := time.NewTicker(keepaliveInterval)
+		defer keepalive.Stop()
+		ping, _ := json.Marshal(agentapi.ControlRequest{Op: agentapi.OpPing})
+		ping = append(ping, '\n')
 		for {
+			var line []byte
 			select {
-			case line := <-ch.out:
-				if _, err := stdinW.Write(line); err != nil {
-					cut(err)
-					return
-				}
+			case line = <-ch.out:
+			case <-keepalive.C:
+				line = ping
 			case <-ctx.Done():
 				stdinW.Close()
+				return
+			}
+			if _, err := stdinW.Write(line); err != nil {
+				cut(err)
 				return
 			}
 		}
