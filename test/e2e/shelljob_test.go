@@ -400,7 +400,23 @@ func TestOperatorKilled(t *testing.T) {
 	if i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }); i < 0 {
 		t.Errorf("no operator pod after the kill")
 	}
+	// The killed operator never closed its control channels' execs; each
+	// ends once its pings stop (agentapi.ControlKeepalive), and each worker
+	// is left with the new operator's channel alone (none with the
+	// channels off).
+	for _, pod := range slices.Compact([]string{ends.Status.Pod, stopped.Status.Pod, created.Status.Pod}) {
+		poll(t, 3*time.Minute, "one control channel on "+pod, func() (bool, string) {
+			out, _ := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--",
+				"pgrep", "-c", "-f", operatorChannel).Output()
+			n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+			return n <= 1, fmt.Sprintf("%d operator control processes", n)
+		})
+	}
 }
+
+// operatorChannel matches the operator's control channel processes in a
+// worker, not a reader's (the bot's end in --no-events), for pgrep -f.
+const operatorChannel = "shelljob-agent control --protocol=[0-9]+$"
 
 // TestWarmChannelCut: the operator's warm control channels to two workers
 // cut mid-job (the agent's control process killed in each pod) lose
@@ -413,8 +429,7 @@ func TestWarmChannelCut(t *testing.T) {
 	trap := WaitForJobPhase(t, jobs[0], JobTimeout, shellv1alpha1.PhaseRunning)
 	ends := WaitForJobPhase(t, jobs[1], JobTimeout, shellv1alpha1.PhaseRunning)
 	pods := slices.Compact([]string{trap.Status.Pod, ends.Status.Pod})
-	// The operator's channel; a reader's (the bot's) ends in --no-events.
-	const control = "shelljob-agent control --protocol=[0-9]+$"
+	const control = operatorChannel
 	inPod := func(pod string, args ...string) error {
 		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...).Run()
 	}
