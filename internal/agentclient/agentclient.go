@@ -190,13 +190,7 @@ func (c *capped) String() string { return c.b.String() }
 func (c *Client) Start(ctx context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {
 	var resp agentapi.StartResponse
 	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdStart, Job: req.Job, Start: &req}); ok {
-		if err == nil && m.Start == nil {
-			err = fmt.Errorf("agent start in pod %s: empty answer", pod)
-		}
-		if err != nil {
-			return resp, err
-		}
-		return *m.Start, nil
+		return answered(pod, agentapi.CmdStart, m, err, func(m agentapi.ControlMessage) *agentapi.StartResponse { return m.Start })
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -216,13 +210,7 @@ func (c *Client) Start(ctx context.Context, pod types.NamespacedName, req agenta
 func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
 	var resp agentapi.SignalResponse
 	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdSignal, Job: job, Signal: sig}); ok {
-		if err == nil && m.Signal == nil {
-			err = fmt.Errorf("agent signal in pod %s: empty answer", pod)
-		}
-		if err != nil {
-			return resp, err
-		}
-		return *m.Signal, nil
+		return answered(pod, agentapi.CmdSignal, m, err, func(m agentapi.ControlMessage) *agentapi.SignalResponse { return m.Signal })
 	}
 	var out bytes.Buffer
 	cmd := argv(agentapi.CmdSignal, flag(agentapi.FlagJob, job), flag(agentapi.FlagSignal, string(sig)))

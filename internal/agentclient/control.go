@@ -60,6 +60,12 @@ type channel struct {
 // pod go over it. It returns errNoControl, before any message, when the
 // agent has no control channel.
 func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
+	c.mu.Lock()
+	lacks := c.noControl[pod]
+	c.mu.Unlock()
+	if lacks {
+		return errNoControl
+	}
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	ch := &channel{
@@ -132,6 +138,10 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 	}
 	if streamErr != nil {
 		if !up && (errors.Is(streamErr, agentapi.ErrUsage) || errors.Is(streamErr, agentapi.ErrProtocol)) {
+			// Asked once per pod: its agent does not change.
+			c.mu.Lock()
+			c.noControl[pod] = true
+			c.mu.Unlock()
 			return fmt.Errorf("%w: %w", errNoControl, streamErr)
 		}
 		return streamErr
@@ -363,6 +373,20 @@ func (c *Client) viaChannel(ctx context.Context, pod types.NamespacedName, req a
 	return m, true, answerError(req.Op, pod, m)
 }
 
+// answered unpacks a call's answer over a channel: the part of it that
+// pick takes, which must be there.
+func answered[T any](pod types.NamespacedName, op string, m agentapi.ControlMessage, err error, pick func(agentapi.ControlMessage) *T) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	v := pick(m)
+	if v == nil {
+		return zero, fmt.Errorf("agent %s in pod %s: empty answer", op, pod)
+	}
+	return *v, nil
+}
+
 // shareFollows opens a reader's channel to the pod in the background, if
 // none is open or opening, for the follows to come.
 func (c *Client) shareFollows(pod types.NamespacedName) {
@@ -373,12 +397,9 @@ func (c *Client) shareFollows(pod types.NamespacedName) {
 	}
 	c.opening[pod] = true
 	go func() {
-		err := c.control(context.Background(), pod, nil)
+		_ = c.control(context.Background(), pod, nil)
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		delete(c.opening, pod)
-		if errors.Is(err, errNoControl) {
-			c.noControl[pod] = true
-		}
+		c.mu.Unlock()
 	}()
 }
