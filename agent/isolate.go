@@ -121,6 +121,8 @@ type users struct {
 	mu    sync.Mutex
 	// next is the offset in the Fork range of the next user to try.
 	next int
+	// live lists the users processes run as; nil means liveUIDs.
+	live func() map[int]bool
 }
 
 // decideIsolation returns the users of an isolating agent, or nil when
@@ -165,7 +167,11 @@ func (u *users) stateful() cred { return cred{StatefulUID, StatefulUID} }
 func (u *users) fork() (cred, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	busy := liveUIDs()
+	live := u.live
+	if live == nil {
+		live = liveUIDs
+	}
+	busy := live()
 	for range ForkUIDCount {
 		uid := ForkUIDBase + u.next
 		u.next = (u.next + 1) % ForkUIDCount
