@@ -4,12 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,74 +13,26 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// asAgent makes the test binary run as shelljob-agent (TestMain): the
-// daemon reaps every child of its process, so it runs apart from the tests.
-const asAgent = "SHELLJOB_AGENT_TEST_MAIN"
-
-// realAgents runs one real agent daemon per worker pod, on this machine,
-// and reaches them through agent.Pods: the tests below run real commands
-// in real zsh, with real signals, with the API server of envtest.
+// realAgents runs one real agent daemon per worker pod, on this machine:
+// the tests below run real commands in real zsh, with real signals, with
+// the API server of envtest.
 type realAgents struct {
-	agent.Pods
-	t    *testing.T
-	mu   sync.Mutex
-	dirs map[string]string
+	*agenttest.Pods
+	t *testing.T
 }
 
-func newRealAgents(t *testing.T) *realAgents {
-	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Fatal("these tests run real commands in zsh: apt-get install -y zsh")
-	}
-	r := &realAgents{t: t, dirs: map[string]string{}}
-	r.Pods = agent.Pods{Socket: func(pod types.NamespacedName) string {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return agent.SocketPath(r.dirs[pod.Name])
-	}}
-	return r
-}
+func newRealAgents(t *testing.T) *realAgents { return &realAgents{agenttest.NewPods(t), t} }
 
 // serve starts the daemon of a worker pod and waits until it answers.
 func (r *realAgents) serve(pod *corev1.Pod) {
-	t := r.t
-	t.Helper()
-	dir, home := agenttest.TempDir(t), agenttest.TempDir(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(os.Args[0], "serve", "--spool-dir", dir, "--home", home)
-	cmd.Env = append(os.Environ(), asAgent+"=1")
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if err := r.Serve(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}); err != nil {
+		r.t.Fatal(err)
 	}
-	ended := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(ended) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-ended:
-		case <-time.After(waitShort):
-			_ = cmd.Process.Kill()
-			<-ended
-		}
-	})
-	r.mu.Lock()
-	r.dirs[pod.Name] = dir
-	r.mu.Unlock()
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	eventually(t, waitShort, "agent of "+pod.Name+" answering", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// Only a live daemon says it knows no such job.
-		_, err := r.Signal(ctx, key, "no-such-job", agentapi.SIGINT)
-		return errors.Is(err, agentapi.ErrUnknownJob), fmt.Sprint(err)
-	})
 }
 
 // output reads a job's output from its agent.

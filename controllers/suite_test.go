@@ -3,16 +3,11 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"shelljob.dev/shelljob/agent/cli"
+	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/testenv"
@@ -45,10 +40,8 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(asAgent) == "1" {
-		// A real agent daemon for the tests of realagent_test.go.
-		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
+	// A real agent daemon for the tests of realagent_test.go.
+	agenttest.RunIfAgent()
 	testenv.Main(m, &env)
 }
 
@@ -75,7 +68,7 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
-		Logger:                 testLogger(t),
+		Logger:                 utiltesting.Logger(t),
 		Cache:                  CacheOptions(ns, opts.WorkerNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -101,21 +94,6 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 	}()
 	t.Cleanup(op.stop)
 	return op
-}
-
-// testLogger logs through t while the test runs, and drops what the
-// manager's goroutines still log after it ended. SHELLJOB_TEST_V sets the
-// verbosity (default 0).
-func testLogger(t *testing.T) logr.Logger {
-	var alive atomic.Bool
-	alive.Store(true)
-	t.Cleanup(func() { alive.Store(false) })
-	v, _ := strconv.Atoi(os.Getenv("SHELLJOB_TEST_V"))
-	return funcr.New(func(prefix, args string) {
-		if alive.Load() {
-			t.Log(prefix, args)
-		}
-	}, funcr.Options{Verbosity: v})
 }
 
 // stop stops the operator and waits until it has.

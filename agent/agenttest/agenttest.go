@@ -3,6 +3,7 @@ package agenttest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +26,17 @@ const wait = 10 * time.Second
 // Main is a TestMain: in a process started by Command it runs the agent's
 // command line, otherwise the tests.
 func Main(m *testing.M) {
+	RunIfAgent()
+	os.Exit(m.Run())
+}
+
+// RunIfAgent runs the agent's command line and exits, in a process started
+// by Command; otherwise it returns at once. A TestMain other than Main
+// calls it first.
+func RunIfAgent() {
 	if os.Getenv(asAgent) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
 }
 
 // Command runs the test binary as shelljob-agent with args. Its Env is set:
@@ -67,16 +75,27 @@ func Serve(t testing.TB, args ...string) string {
 	t.Helper()
 	NeedZsh(t)
 	dir := TempDir(t)
+	p, err := serve(t, dir, "agent", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return dir
+}
+
+// serve starts a daemon on spool directory dir, with args after
+// "serve --spool-dir DIR", and waits until it answers. Its log, named name,
+// is in the test's output if the test fails. It may run on any goroutine.
+func serve(t testing.TB, dir, name string, args ...string) (*Process, error) {
 	logs := &utiltesting.SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
+			t.Logf("log of %s:\n%s", name, logs.String())
 		}
 	})
 	cmd := Command(append([]string{"serve", "--spool-dir", dir}, args...)...)
 	cmd.Stderr = logs
-	Start(t, cmd, agent.SocketPath(dir))
-	return dir
+	return start(cmd, agent.SocketPath(dir))
 }
 
 // Process is a daemon started by Start.
@@ -89,15 +108,25 @@ type Process struct {
 // on socket. The daemon is stopped at the end of the test, if not before.
 func Start(t testing.TB, cmd *exec.Cmd, socket string) *Process {
 	t.Helper()
-	if err := cmd.Start(); err != nil {
+	p, err := start(cmd, socket)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// start is Start, for any goroutine: a daemon that does not answer is
+// killed, and the error says so.
+func start(cmd *exec.Cmd, socket string) (*Process, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
 	p := &Process{cmd: cmd, ended: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.ended)
 	}()
-	t.Cleanup(p.Stop)
 	c := agent.NewClient(socket)
 	deadline := time.Now().Add(wait)
 	for {
@@ -105,10 +134,11 @@ func Start(t testing.TB, cmd *exec.Cmd, socket string) *Process {
 		err := c.Ping(ctx)
 		cancel()
 		if err == nil {
-			return p
+			return p, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("agent not answering: %v", err)
+			p.Kill()
+			return nil, fmt.Errorf("agent not answering: %w", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
