@@ -32,6 +32,17 @@ func (e *env) preview(since int, chat *faketg.Chat, msg int) faketg.Event {
 	})
 }
 
+// final waits for the final of command msg: its reply, or the edit of its
+// preview when the command ran long enough to get one.
+func (e *env) final(since int, chat *faketg.Chat, msg int) faketg.Event {
+	e.t.Helper()
+	ev := e.wait(since, "the reply", sendTo(chat, msg))
+	if strings.HasSuffix(ev.Text, "▌") {
+		return e.finalEdit(ev.Seq, ev.MsgID)
+	}
+	return ev
+}
+
 func (e *env) finalEdit(since int, id int) faketg.Event {
 	e.t.Helper()
 	return e.wait(since, "the final edit", func(ev faketg.Event) bool {
@@ -311,7 +322,7 @@ func TestFloodOfCommands(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for i, id := range ids {
-		ev := e.wait(since, fmt.Sprintf("final %d", i), sendTo(e.group, id))
+		ev := e.final(since, e.group, id)
 		if ev.Text != fmt.Sprintf("job%d", i) {
 			t.Errorf("final %d = %q", i, ev.Text)
 		}
@@ -377,7 +388,7 @@ func (e *env) annotated(name, key, substr string) {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if sj, found := e.cluster.Job(name); found {
+		if sj, err := e.cluster.Job(e.ctx, name); err == nil {
 			if v, ok := sj.Annotations[key]; ok && strings.Contains(v, substr) {
 				return
 			}
@@ -394,7 +405,7 @@ func TestFilesInAndOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat notes.txt; echo made > "$SHELLJOB_OUT/out.txt"; printf 'PNG' > "$SHELLJOB_OUT/pic.png"`)
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat "$SHELLJOB_OUT/notes.txt"; echo made > "$SHELLJOB_OUT/out.txt"; printf 'PNG' > "$SHELLJOB_OUT/pic.png"`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +601,7 @@ func TestHeldJobAtRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, ".a cat notes.txt"); err != nil {
+			if _, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat "$SHELLJOB_OUT/notes.txt"`); err != nil {
 				t.Fatal(err)
 			}
 			crash.crashed(t)

@@ -12,25 +12,35 @@ import (
 	"k8s.io/utils/clock"
 
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/bot/localcluster"
+	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/testenv"
 )
 
-// env is a bot under test: the fake Telegram, the local cluster stand-in
-// and the bot between them, connected over real MTProto.
+// apiServer is envtest's, shared by the tests.
+var apiServer *testenv.Env
+
+func TestMain(m *testing.M) { clustertest.Main(m, &apiServer) }
+
+// env is a bot under test: the fake Telegram, and the real operator with
+// real agents on envtest (clustertest), with the bot between them,
+// connected over real MTProto and the Kubernetes API.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
 	srv     *faketg.Server
-	cluster *localcluster.Cluster
-	store   *settings.MemoryStore
-	bot     *bot.Bot
-	admin   *faketg.User
-	other   *faketg.User
-	group   *faketg.Chat
-	stop    func()
+	cluster *clustertest.Cluster
+	// kube is the bot's way to the cluster, as in production.
+	kube  *kube.Cluster
+	store *settings.MemoryStore
+	bot   *bot.Bot
+	admin *faketg.User
+	other *faketg.User
+	group *faketg.Chat
+	stop  func()
 	// restart stops the bot without a shutdown, as a crash would, and
 	// starts a new one on the same cluster and settings.
 	restart func()
@@ -40,9 +50,9 @@ type env struct {
 // startBot starts a bot and its client, and returns what stops them.
 func (e *env) startBot() func() {
 	t := e.t
-	var cluster bot.Cluster = e.cluster
+	var cluster bot.Cluster = e.kube
 	if e.opts.wrap != nil {
-		cluster = e.opts.wrap(e.cluster)
+		cluster = e.opts.wrap(e.kube)
 	}
 	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
@@ -110,7 +120,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.admin = srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
 	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
 	e.group = srv.NewSupergroup("ops")
-	e.cluster = localcluster.New(localcluster.Options{Dir: t.TempDir(), Workers: o.workers})
+	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers)})
+	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Agent: e.cluster.Agents}
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
 	e.opts = o
 	stopBot := e.startBot()

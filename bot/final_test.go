@@ -42,7 +42,7 @@ func TestWorkerLostFinal(t *testing.T) {
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a echo partial; sleep 30")
 	pv := e.preview(since, e.group, m.ID)
-	if err := e.cluster.LoseWorker(jobOf(m)); err != nil {
+	if err := e.cluster.LoseWorker(e.ctx, jobOf(m)); err != nil {
 		t.Fatal(err)
 	}
 	if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "partial\n\n"+texts.WorkerLost || fin.HasMarkup {
@@ -159,7 +159,10 @@ func TestResumedPreviewKeepsOutput(t *testing.T) {
 	}
 	// The bot has recorded where the preview is.
 	for {
-		sj, _ := e.cluster.Job(jobOf(m))
+		sj, err := e.cluster.Job(e.ctx, jobOf(m))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if strings.Contains(sj.Annotations[shellv1alpha1.AnnotationPreview], `"msg"`) {
 			break
 		}

@@ -102,6 +102,9 @@ func TestReplayedCommandRunsOnce(t *testing.T) {
 	since := e.srv.Seq()
 	m := e.send(e.admin, chat, ".a echo once")
 	e.wait(since, "the final", sendTo(chat, m.ID))
+	// A crash before this would send the final again (delivery is at least
+	// once); this test is about the command.
+	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
 
 	// The position saved before the command: a crash before the next flush.
 	e.opts.state = loadedState(t, c)
@@ -112,7 +115,7 @@ func TestReplayedCommandRunsOnce(t *testing.T) {
 	if n := len(e.srv.Log().After(since).Filter(sendTo(chat, m.ID))); n != 1 {
 		t.Errorf("%d replies to one command replayed after a restart", n)
 	}
-	if all, err := e.cluster.List(e.ctx); err != nil || len(all) != 2 {
+	if all, err := e.kube.List(e.ctx); err != nil || len(all) != 2 {
 		t.Errorf("%d jobs for two commands (%v)", len(all), err)
 	}
 }
@@ -128,6 +131,8 @@ func TestUpdatesStateSavedAtTheEnd(t *testing.T) {
 	since := e.srv.Seq()
 	m := e.send(e.admin, chat, ".a echo hi")
 	e.wait(since, "the final", sendTo(chat, m.ID))
+	// Nothing is left for the next bot to send, which would move the state.
+	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
 	e.restart()
 	want, _, _ := state.GetState(e.ctx, e.srv.BotID())
 	got, ok, err := loadedState(t, c).GetState(e.ctx, e.srv.BotID())

@@ -9,13 +9,11 @@
 //
 // The session, the updates state and the settings are kept in the cluster
 // (a Secret and two ConfigMaps in -namespace), so a restart neither logs in
-// again nor loses updates; with -local-dir they stay in memory unless -kube. -dc-addr and -public-key point
-// the bot at a server other than Telegram's, such as cmd/faketg.
+// again nor loses updates. -dc-addr and -public-key point the bot at a
+// server other than Telegram's, such as cmd/faketg.
 //
 // Commands become ShellJobs in -namespace, run by the operator on -pool;
-// the bot reads their output from the workers' agents by pod exec. With
-// -local-dir instead, commands run on this machine, one directory per job
-// (development and the demo against cmd/faketg).
+// the bot reads their output from the workers' agents by pod exec.
 package main
 
 import (
@@ -51,7 +49,6 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
-	"shelljob.dev/shelljob/bot/localcluster"
 	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
@@ -84,11 +81,8 @@ func run() error {
 	var (
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
 		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
-		kubeState = flag.Bool("kube", false, "with -local-dir: still keep the session, updates state and settings in the cluster (always so without -local-dir)")
-		localDir  = flag.String("local-dir", "", "run commands on this machine, in this directory, instead of the cluster")
 		container = flag.String("worker-container", "agent", "container of the worker pods that runs the agent")
 		workerNS  = flag.String("worker-namespace", "", "namespace of the worker pods, where the agent is exec'd (default: -namespace)")
-		shell     = flag.String("shell", "zsh", "shell that runs the commands")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
 		pubKey    = flag.String("public-key", "", "PEM file with the server's RSA public key; default: Telegram's")
@@ -146,7 +140,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "namespace", *namespace, "pool", *pool, "localDir", *localDir, "dc", *dc, "dcAddr", *dcAddr,
+	log.Info("Starting", "namespace", *namespace, "pool", *pool, "dc", *dc, "dcAddr", *dcAddr,
 		"admins", admins, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -160,33 +154,27 @@ func run() error {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
-	var store settings.Store = &settings.MemoryStore{Log: log.WithName("settings")}
-	var cluster bot.Cluster
-	if *kubeState || *localDir == "" {
-		cfg, err := config.GetConfig()
-		if err != nil {
-			return err
-		}
-		c, err := kubeClient(cfg)
-		if err != nil {
-			return err
-		}
-		if *localDir == "" {
-			agent, err := agentclient.New(cfg, agentclient.Options{Container: *container, ShareFollows: true})
-			if err != nil {
-				return err
-			}
-			cluster = &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent}
-		}
-		opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
-		state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
-		if err := state.Load(ctx); err != nil {
-			return err
-		}
-		go state.Run(ctx)
-		opts.State = state
-		store = &settings.ConfigMapStore{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-settings"}, Log: log.WithName("settings")}
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return err
 	}
+	c, err := kubeClient(cfg)
+	if err != nil {
+		return err
+	}
+	agent, err := agentclient.New(cfg, agentclient.Options{Container: *container, ShareFollows: true})
+	if err != nil {
+		return err
+	}
+	cluster := &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent}
+	opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
+	state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
+	if err := state.Load(ctx); err != nil {
+		return err
+	}
+	go state.Run(ctx)
+	opts.State = state
+	store := &settings.ConfigMapStore{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-settings"}, Log: log.WithName("settings")}
 	if *dcAddr != "" {
 		host, port, err := net.SplitHostPort(*dcAddr)
 		if err != nil {
@@ -212,9 +200,6 @@ func run() error {
 		}
 	}
 
-	if *localDir != "" {
-		cluster = localcluster.New(localcluster.Options{Dir: *localDir, Shell: *shell})
-	}
 	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
 	tc := tgclient.New(b, opts)
 	b.SetTelegram(tc.API)
@@ -230,16 +215,10 @@ func run() error {
 		return err
 	case <-ctx.Done():
 	}
-	if *localDir != "" {
-		// The jobs are this process's children: they end with it.
-		log.Info("Shutting down: stopping every job")
-		b.Shutdown()
-	} else {
-		// A SIGTERM is a restart (a rollout, a drain, a deleted pod): the
-		// jobs run on, and the next bot delivers them. helm uninstall
-		// stops them first, through -go-offline.
-		log.Info("Shutting down: the jobs run on, and the next bot delivers them")
-	}
+	// A SIGTERM is a restart (a rollout, a drain, a deleted pod): the jobs
+	// run on, and the next bot delivers them. helm uninstall stops them
+	// first, through -go-offline.
+	log.Info("Shutting down: the jobs run on, and the next bot delivers them")
 	disconnect()
 	err = <-done
 	b.Wait()
