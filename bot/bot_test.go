@@ -121,7 +121,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
 	e.group = srv.NewSupergroup("ops")
 	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers)})
-	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Agent: e.cluster.Agents}
+	jobs, err := kube.StartCache(t.Context(), apiServer.Config, apiServer.Scheme, e.cluster.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Agent: e.cluster.Agents, Cache: jobs}
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
 	e.opts = o
 	stopBot := e.startBot()

@@ -41,7 +41,8 @@ func TestFollowRefusesAReplacedWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := &echoAgent{}
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns, Agent: agent}
+	c := newCluster(t, env.Config, ns)
+	c.Agent = agent
 	job := func(started time.Time) *shellv1alpha1.ShellJob {
 		return &shellv1alpha1.ShellJob{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j", UID: "uid-j"},

@@ -8,33 +8,37 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
-	"shelljob.dev/shelljob/internal/kubeutil"
 )
 
 // Cluster implements bot.Cluster.
 type Cluster struct {
-	Client    client.WithWatch
+	Client    client.Client
 	Namespace string
 	// WorkerNamespace holds the worker pods, where the agent is exec'd.
 	// Defaults to Namespace.
 	WorkerNamespace string
 	Agent           agentapi.Client
-	// PageSize is how many jobs a List asks the API server for at a time.
-	// Defaults to kubeutil.DefaultPageSize.
-	PageSize int64
+	// Cache holds the ShellJobs of Namespace (NewCache), started: Watch and
+	// List read them there, all through one watch.
+	Cache cache.Cache
+
+	feedOnce sync.Once
+	jobFeed  *jobFeed
+	feedErr  error
 }
 
 // worker is the key of the worker pod named name.
@@ -67,61 +71,41 @@ func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.Sh
 	return sj, nil
 }
 
-// watchRestart is the wait before watching a job again after its watch
-// ended (an API server closes watches every few minutes).
-const watchRestart = time.Second
-
-// Watch implements bot.JobWatcher.
+// Watch implements bot.JobWatcher, from Cache.
 func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1.ShellJob)) error {
+	feed, err := c.feed(ctx)
+	if err != nil {
+		return err
+	}
+	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
+	changed, unsubscribe := feed.subscribe(key)
+	defer unsubscribe()
+	seen := ""
 	for {
 		var sj shellv1alpha1.ShellJob
-		err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj)
-		if apierrors.IsNotFound(err) {
+		err := c.Cache.Get(ctx, key, &sj)
+		switch {
+		case apierrors.IsNotFound(err) && seen != "":
 			return nil
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		case apierrors.IsNotFound(err):
+			// The cache may not have seen a job created a moment ago.
+			if err := c.Client.Get(ctx, key, &sj); apierrors.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				return fmt.Errorf("get shelljob %s: %w", name, err)
 			}
-			time.Sleep(watchRestart)
-			continue
+		case err != nil:
+			return fmt.Errorf("get shelljob %s from the cache: %w", name, err)
+		case sj.ResourceVersion != seen:
+			seen = sj.ResourceVersion
+			fn(&sj)
 		}
-		fn(sj.DeepCopy())
-		var list shellv1alpha1.ShellJobList
-		w, err := c.Client.Watch(ctx, &list, client.InNamespace(c.Namespace),
-			&client.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name), Raw: &metav1.ListOptions{ResourceVersion: sj.ResourceVersion}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			time.Sleep(watchRestart)
-			continue
-		}
-		gone := watchEvents(w, fn)
-		w.Stop()
-		if gone {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
 		}
 	}
-}
-
-// watchEvents passes the jobs of w's events to fn until the watch ends or
-// the job is deleted, and reports whether it was deleted.
-func watchEvents(w watch.Interface, fn func(*shellv1alpha1.ShellJob)) bool {
-	for ev := range w.ResultChan() {
-		switch ev.Type {
-		case watch.Deleted:
-			return true
-		case watch.Added, watch.Modified:
-			if obj, ok := ev.Object.(*shellv1alpha1.ShellJob); ok {
-				fn(obj.DeepCopy())
-			}
-		}
-	}
-	return false
 }
 
 func (c *Cluster) patch(ctx context.Context, name string, body any) error {
@@ -166,15 +150,15 @@ func (c *Cluster) Annotate(ctx context.Context, name, key, value string) error {
 	return c.patch(ctx, name, map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 }
 
-// List implements bot.JobLister. It reads the jobs a page at a time.
+// List implements bot.JobLister, from Cache.
 func (c *Cluster) List(ctx context.Context) ([]shellv1alpha1.ShellJob, error) {
-	out, err := kubeutil.ListShellJobs(ctx, c.Client, c.PageSize, func(sj *shellv1alpha1.ShellJob) bool {
-		return sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram
-	}, client.InNamespace(c.Namespace))
-	if err != nil {
+	var list shellv1alpha1.ShellJobList
+	if err := c.Cache.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, fmt.Errorf("list shelljobs: %w", err)
 	}
-	return out, nil
+	return slices.DeleteFunc(list.Items, func(sj shellv1alpha1.ShellJob) bool {
+		return sj.Spec.Origin.Source != shellv1alpha1.OriginTelegram
+	}), nil
 }
 
 // RestartPool implements bot.PoolRestarter.

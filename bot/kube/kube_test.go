@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -97,7 +98,7 @@ func TestSubmitTwice(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	c := newCluster(t, env.Config, ns)
 	spec := telegramSpec("echo once", "1")
 	name := shelljob.TelegramName(spec.Origin, time.Now())
 	first, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
@@ -127,7 +128,7 @@ func TestJobLifecycle(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	c := newCluster(t, env.Config, ns)
 
 	spec := telegramSpec("sleep 100", "1001")
 	spec.Hold = true
@@ -208,7 +209,7 @@ func TestJobLifecycle(t *testing.T) {
 func TestConcurrentStops(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	c := newCluster(t, env.Config, ns)
 	for range 5 {
 		sj, err := c.Submit(ctx, "", telegramSpec("sleep 1", "1"), nil)
 		if err != nil {
@@ -233,7 +234,7 @@ func TestConcurrentStops(t *testing.T) {
 // a change.
 func TestWatchOutlivesItsContext(t *testing.T) {
 	ns := namespace(t)
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	c := newCluster(t, env.Config, ns)
 	sj, err := c.Submit(context.Background(), "", telegramSpec("true", "1"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestWatchOutlivesItsContext(t *testing.T) {
 func TestListRestartPoolAndDelivered(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	c := &kube.Cluster{Client: watchClient(t), Namespace: ns}
+	c := newCluster(t, env.Config, ns)
 
 	// A CLI job is not the bot's.
 	cli := &shellv1alpha1.ShellJob{
@@ -282,10 +283,12 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	all, err := c.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The cache has seen the last change.
+	all := listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool {
+		i := slices.IndexFunc(all, func(sj shellv1alpha1.ShellJob) bool { return sj.Name == names[1] })
+		return len(all) == 3 && i >= 0 && all[i].Annotations[shellv1alpha1.AnnotationDelivered] != "" &&
+			slices.ContainsFunc(all, func(sj shellv1alpha1.ShellJob) bool { return sj.Status.Revision == "r1" })
+	})
 	byName := map[string]shellv1alpha1.ShellJob{}
 	for _, sj := range all {
 		byName[sj.Name] = sj
@@ -338,22 +341,30 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	}
 }
 
-// TestListPages: List reads the jobs a page at a time, and keeps the bot's.
-func TestListPages(t *testing.T) {
+// listWhen polls List until what it returns meets cond, and returns that.
+func listWhen(t *testing.T, c *kube.Cluster, cond func([]shellv1alpha1.ShellJob) bool) []shellv1alpha1.ShellJob {
+	t.Helper()
+	var all []shellv1alpha1.ShellJob
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		all, err = c.List(ctx)
+		return err == nil && cond(all), nil
+	})
+	if err != nil {
+		t.Fatalf("List never met the condition; last: %d jobs", len(all))
+	}
+	return all
+}
+
+// TestCacheKeepsOtherJobsSlim: List gives the bot's jobs whole, from the
+// cache, which keeps another's job (the CLI's) as its name and origin.
+func TestCacheKeepsOtherJobsSlim(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	var limits []int64
-	counted := interceptor.NewClient(watchClient(t), interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			o := (&client.ListOptions{}).ApplyOptions(opts)
-			limits = append(limits, o.Limit)
-			return c.List(ctx, list, opts...)
-		},
-	})
-	c := &kube.Cluster{Client: counted, Namespace: ns, PageSize: 2}
+	c := newCluster(t, env.Config, ns)
 	cli := &shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "cli", Namespace: ns},
-		Spec:       shellv1alpha1.ShellJobSpec{Command: "true", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
+		Spec:       shellv1alpha1.ShellJobSpec{Command: "echo from the cli", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
 	}
 	if err := env.Client.Create(ctx, cli); err != nil {
 		t.Fatal(err)
@@ -363,14 +374,17 @@ func TestListPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := c.List(ctx)
-	if err != nil {
+	all := listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 5 })
+	for _, sj := range all {
+		if !strings.HasPrefix(sj.Spec.Command, "echo ") || sj.ManagedFields != nil {
+			t.Errorf("bot job %s: command %q, managed fields %d", sj.Name, sj.Spec.Command, len(sj.ManagedFields))
+		}
+	}
+	var cached shellv1alpha1.ShellJob
+	if err := c.Cache.Get(ctx, client.ObjectKeyFromObject(cli), &cached); err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 5 {
-		t.Errorf("listed %d jobs, want the 5 of the bot", len(all))
-	}
-	if want := []int64{2, 2, 2}; !slices.Equal(limits, want) {
-		t.Errorf("List calls with limits %v, want %v: six jobs, two a page", limits, want)
+	if cached.Spec.Command != "" || cached.Spec.Origin.User != "me" || cached.UID != cli.UID {
+		t.Errorf("cached CLI job = %+v", cached)
 	}
 }

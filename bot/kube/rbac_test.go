@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/kube"
 )
 
 // readManifest decodes a file of config/bot into obj.
@@ -36,8 +35,8 @@ func readManifest(t *testing.T, name string, obj any) {
 
 // botClient applies config/bot's ServiceAccount, Role and RoleBinding in
 // ns, and its workers' Role and RoleBinding in wns, and returns a client
-// that acts as that ServiceAccount.
-func botClient(t *testing.T, ns, wns string) client.WithWatch {
+// config and a client that act as that ServiceAccount.
+func botClient(t *testing.T, ns, wns string) (*rest.Config, client.WithWatch) {
 	t.Helper()
 	ctx := context.Background()
 	var sa corev1.ServiceAccount
@@ -69,7 +68,7 @@ func botClient(t *testing.T, ns, wns string) client.WithWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return cfg, c
 }
 
 // The bot's calls work with config/bot's Role, and what it never does is
@@ -79,8 +78,8 @@ func TestBotRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wns := namespace(t)
-	bc := botClient(t, ns, wns)
-	c := &kube.Cluster{Client: bc, Namespace: ns}
+	cfg, bc := botClient(t, ns, wns)
+	c := newCluster(t, cfg, ns)
 
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
 	if err := env.Client.Create(ctx, pool); err != nil {
@@ -106,9 +105,7 @@ func TestBotRole(t *testing.T) {
 			t.Errorf("%s as the bot: %v", what, err)
 		}
 	}
-	if all, err := c.List(ctx); err != nil || len(all) != 1 {
-		t.Errorf("list as the bot = %d jobs, %v", len(all), err)
-	}
+	listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 1 })
 	useStores(t, bc, ns)
 
 	// Exec into the workers is allowed, in their namespace only (not into

@@ -4,7 +4,10 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"shelljob.dev/shelljob/bot/kube"
 
 	"shelljob.dev/shelljob/internal/testenv"
 )
@@ -28,6 +31,21 @@ func watchClient(t *testing.T) client.WithWatch {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// newCluster is the bot's Cluster on ns as cfg's user, with its cache
+// started until the end of the test.
+func newCluster(t *testing.T, cfg *rest.Config, ns string) *kube.Cluster {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := kube.StartCache(t.Context(), cfg, env.Scheme, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kube.Cluster{Client: c, Namespace: ns, Cache: jobs}
 }
 
 func isConflict(err error) bool { return apierrors.IsConflict(err) }

@@ -104,7 +104,13 @@ func run() error {
 			return err
 		}
 		if *goOffline {
-			left, err := bot.GoOffline(context.Background(), &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS}, log.WithName("offline"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			jobs, err := kube.StartCache(ctx, cfg, c.Scheme(), *namespace)
+			if err != nil {
+				return err
+			}
+			left, err := bot.GoOffline(ctx, &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Cache: jobs}, log.WithName("offline"))
 			if err != nil {
 				return err
 			}
@@ -166,7 +172,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cluster := &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent}
+	// The jobs' cache outlives a SIGTERM, as the client does.
+	cacheCtx, stopCache := context.WithCancel(context.Background())
+	defer stopCache()
+	jobs, err := kube.StartCache(cacheCtx, cfg, c.Scheme(), *namespace)
+	if err != nil {
+		return err
+	}
+	cluster := &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent, Cache: jobs}
 	opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 	state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
 	if err := state.Load(ctx); err != nil {

@@ -1,0 +1,138 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// NewCache returns the cache of Cluster.Cache: the ShellJobs of namespace,
+// through one list and one watch. A job from elsewhere (the CLI) is kept
+// as its name and origin only, and no job keeps its managed fields.
+func NewCache(cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
+	return cache.New(cfg, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&shellv1alpha1.ShellJob{}: {Transform: slim}},
+	})
+}
+
+// syncTimeout bounds StartCache's wait for the first listing.
+const syncTimeout = time.Minute
+
+// StartCache starts NewCache's cache until ctx ends, and returns it once it
+// holds the ShellJobs of namespace, or fails after syncTimeout.
+func StartCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
+	c, err := NewCache(cfg, scheme, namespace)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.GetInformer(ctx, &shellv1alpha1.ShellJob{}); err != nil {
+		return nil, fmt.Errorf("shelljob informer: %w", err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		return nil, fmt.Errorf("the ShellJobs of namespace %s were not listed within %v: can the bot list and watch them?", namespace, syncTimeout)
+	}
+	return c, nil
+}
+
+// slim is NewCache's transform.
+func slim(obj any) (any, error) {
+	sj, ok := obj.(*shellv1alpha1.ShellJob)
+	if !ok {
+		return obj, nil
+	}
+	sj.ManagedFields = nil
+	if sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram {
+		return sj, nil
+	}
+	return &shellv1alpha1.ShellJob{
+		TypeMeta: sj.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: sj.Name, Namespace: sj.Namespace, UID: sj.UID,
+			ResourceVersion: sj.ResourceVersion, CreationTimestamp: sj.CreationTimestamp},
+		Spec: shellv1alpha1.ShellJobSpec{Origin: sj.Spec.Origin},
+	}, nil
+}
+
+// jobFeed tells the Watch calls on a job that the cache's copy of it
+// changed. They read the copy itself from the cache, which never goes
+// back to an older version, whatever the order the news comes in.
+type jobFeed struct {
+	mu   sync.Mutex
+	subs map[types.NamespacedName]map[chan struct{}]bool
+}
+
+// feed returns the cluster's jobFeed, added to the cache's informer on
+// the first call.
+func (c *Cluster) feed(ctx context.Context) (*jobFeed, error) {
+	c.feedOnce.Do(func() {
+		inf, err := c.Cache.GetInformer(ctx, &shellv1alpha1.ShellJob{})
+		if err != nil {
+			c.feedErr = fmt.Errorf("shelljob informer: %w", err)
+			return
+		}
+		f := &jobFeed{subs: map[types.NamespacedName]map[chan struct{}]bool{}}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    f.changed,
+			UpdateFunc: func(_, obj any) { f.changed(obj) },
+			DeleteFunc: f.changed,
+		}); err != nil {
+			c.feedErr = fmt.Errorf("shelljob informer: %w", err)
+			return
+		}
+		c.jobFeed = f
+	})
+	return c.jobFeed, c.feedErr
+}
+
+func (f *jobFeed) changed(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.subs[client.ObjectKeyFromObject(o)] {
+		select {
+		case ch <- struct{}{}:
+		default: // news already waiting says the same
+		}
+	}
+}
+
+// subscribe returns a channel that gets a value after each change of job
+// key, and what ends the subscription.
+func (f *jobFeed) subscribe(key types.NamespacedName) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subs[key] == nil {
+		f.subs[key] = map[chan struct{}]bool{}
+	}
+	f.subs[key][ch] = true
+	return ch, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.subs[key], ch)
+		if len(f.subs[key]) == 0 {
+			delete(f.subs, key)
+		}
+	}
+}
