@@ -8,7 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -101,5 +105,48 @@ func TestFollowResumesAfterGap(t *testing.T) {
 	// the start.
 	if len(g.offsets) != 2 || max(g.offsets[0], 0) != 0 || g.offsets[1] != gapTo+g.cutAfter {
 		t.Errorf("follow offsets = %v, want [0 %d] (or AwaitStart first)", g.offsets, gapTo+g.cutAfter)
+	}
+}
+
+// brokenStreams is a cluster whose output streams all break at once.
+type brokenStreams struct {
+	bot.Cluster
+	calls atomic.Int32
+}
+
+func (b *brokenStreams) Follow(_ context.Context, _ *shellv1alpha1.ShellJob, offset int64, _ io.Writer) (int64, error) {
+	b.calls.Add(1)
+	return offset, errCut
+}
+
+// A stream that keeps breaking without reading anything is opened again
+// after a wait that doubles, 1 s, 2 s, 4 s…: an agent that cannot be
+// reached is not asked once a second. The bot runs on a fake clock that
+// only the test moves.
+func TestFollowRetryBacksOff(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	broken := &brokenStreams{}
+	e := newEnv(t, envOptions{clock: fc, wrap: func(c bot.Cluster) bot.Cluster { broken.Cluster = c; return broken }})
+	e.send(e.admin, e.group, ".a sleep 60")
+	calls := func(want int32) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for broken.calls.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d follows, want %d", broken.calls.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := broken.calls.Load(); n != want {
+			t.Fatalf("%d follows, want %d", n, want)
+		}
+	}
+	calls(1)
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		fc.Step(wait - time.Millisecond)
+		calls(int32(i + 1))
+		fc.Step(time.Millisecond)
+		calls(int32(i + 2))
 	}
 }

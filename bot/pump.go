@@ -36,8 +36,13 @@ import (
 )
 
 // FollowRetry is the wait before following a job's output again after the
-// stream broke; the follow resumes from the byte it reached.
-const FollowRetry = time.Second
+// stream broke; the follow resumes from the byte it reached. The wait
+// doubles while the streams read nothing, up to FollowRetryMax, so that a
+// worker that cannot be reached is not asked once a second.
+const (
+	FollowRetry    = time.Second
+	FollowRetryMax = 30 * time.Second
+)
 
 // OutputGrace is how long the final of a job whose worker was lost waits
 // for the rest of its output: it can no longer be read to its end, and the
@@ -602,6 +607,7 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 	// reached, as the agent does. It is not what the buffer got: a gap
 	// in the spool comes as one line in place of the bytes it skipped.
 	offset := r.followFrom
+	retry := FollowRetry
 	for {
 		obj, ok := r.placed(ctx)
 		if !ok {
@@ -618,8 +624,8 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 		reached, err := r.b.cluster.Follow(fctx, r.latest(), from, r.buf.Writer(liveoutput.Stdout))
 		moved := fctx.Err() != nil && ctx.Err() == nil
 		cancel()
-		if reached > 0 {
-			offset = max(offset, reached)
+		if reached > offset {
+			offset, retry = reached, FollowRetry
 		}
 		if err == nil {
 			r.complete.Store(true)
@@ -637,10 +643,11 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 		}
 		r.b.cfg.Log.V(1).Info("Output stream broke; following again", "job", r.job.Name, "error", err.Error())
 		select {
-		case <-r.b.cfg.Clock.After(FollowRetry):
+		case <-r.b.cfg.Clock.After(retry):
 		case <-ctx.Done():
 			return
 		}
+		retry = min(2*retry, FollowRetryMax)
 	}
 }
 
