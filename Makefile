@@ -58,14 +58,14 @@ envtest-assets: ## Build kube-apiserver, etcd and kubectl for envtest from sourc
 
 .PHONY: unit
 unit: envtest-assets $(HELM) ## The quick suite: unit, fuzz seeds, envtest and the chart's golden tests, no cluster.
-	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test $(UNIT_PKGS)
+	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -timeout 20m $(UNIT_PKGS)
 
 # Packages whose concurrency the race detector checks in `make test`.
 RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/... ./internal/agentclient/...
 
 .PHONY: race
 race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent, its client) under the race detector.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race $(RACE_PKGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race -timeout 30m $(RACE_PKGS)
 
 .PHONY: test
 test: lint unit race e2e ## The whole suite: lint, unit and envtest, race, then end to end on kind.
