@@ -271,7 +271,16 @@ func deletePools(c client.Client, namespace string, names []string, log logr.Log
 }
 
 // kubeClient is a client of cfg's cluster with the ShellJob API.
-func kubeClient(cfg *rest.Config) (client.WithWatch, error) {
+// apiTimeout bounds each call of the bot's API client, so that a hung
+// API server fails a command instead of holding it. Watches and pod execs
+// go through their own clients.
+const apiTimeout = 30 * time.Second
+
+// kubeClient is the bot's API client: the built-in types and shelljob's,
+// each call bounded by apiTimeout.
+func kubeClient(cfg *rest.Config) (client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = apiTimeout
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -279,7 +288,7 @@ func kubeClient(cfg *rest.Config) (client.WithWatch, error) {
 	if err := shellv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 func envOr(name, def string) string {
