@@ -345,10 +345,13 @@ func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob) strin
 // pump runs the job to its delivery.
 func (r *run) pump(ctx context.Context) {
 	b := r.b
+	// Nothing of the job outlives its pump: the bot's Wait means it.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ended := make(chan struct{})
-	go func() {
+	wg.Go(func() {
 		var once sync.Once
 		err := b.cluster.Watch(ctx, r.job.Name, func(obj *shellv1alpha1.ShellJob) {
 			r.setObj(obj)
@@ -360,19 +363,19 @@ func (r *run) pump(ctx context.Context) {
 		if err == nil {
 			once.Do(func() { close(ended) })
 		}
-	}()
+	})
 	followed := make(chan struct{})
 	followCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
-	go r.follow(followCtx, followed)
+	wg.Go(func() { r.follow(followCtx, followed) })
 	if len(r.files) > 0 {
-		go r.putFiles(ctx)
+		wg.Go(func() { r.putFiles(ctx) })
 	}
 	// The job is over once its phase is final and its output is read, or
 	// OutputGrace after its phase is final when its worker was lost (its
 	// output cannot be read to its end), OutputWait otherwise.
 	over := make(chan struct{})
-	go func() {
+	wg.Go(func() {
 		select {
 		case <-ended:
 		case <-ctx.Done():
@@ -393,7 +396,7 @@ func (r *run) pump(ctx context.Context) {
 			return
 		}
 		close(over)
-	}()
+	})
 
 	previewAt := r.job.Created.Add(pace.PreviewDelay)
 	dirty := true
