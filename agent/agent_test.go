@@ -620,6 +620,53 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// TestFilesCounted: the exit event counts the regular files the job left
+// in $SHELLJOB_OUT, in subdirectories and its inputs included, and their
+// bytes; a restarted agent reports the same, and counts those of a job it
+// lost too.
+func TestFilesCounted(t *testing.T) {
+	d := startDaemon(t)
+	var in bytes.Buffer
+	tw := tar.NewWriter(&in)
+	_ = tw.WriteHeader(&tar.Header{Name: "in.txt", Mode: 0o644, Size: 5, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("hello"))
+	tw.Close()
+	if err := d.c.PutFiles(ctxFor(t, waitShort), "some", &in); err != nil {
+		t.Fatal(err)
+	}
+	d.start("none", "echo no files", false)
+	d.start("some", `cd "$SHELLJOB_OUT" && mkdir -p a/b empty && printf 123 > top && printf 1234567 > a/b/deep && `+
+		`ln -s /etc/passwd link && mkfifo pipe`, false)
+	d.start("stateful", `print -n xy > "$SHELLJOB_OUT/s"`, true)
+	want := map[string]agentapi.Files{
+		"none":     {},
+		"some":     {Count: 3, Bytes: 5 + 3 + 7},
+		"stateful": {Count: 1, Bytes: 2},
+	}
+	check := func(when string) {
+		t.Helper()
+		for id, w := range want {
+			e := d.exited(id)
+			if e.Files == nil || *e.Files != w {
+				t.Errorf("%s: %s: files %+v, want %+v", when, id, e.Files, w)
+			}
+		}
+	}
+	check("at the end")
+	d.stop()
+	d.run()
+	check("after an agent restart")
+
+	resp := d.start("lost", `printf abcd > "$SHELLJOB_OUT/f"; echo written; sleep 100`, false)
+	t.Cleanup(func() { _ = syscall.Kill(-resp.PGID, syscall.SIGKILL) })
+	d.waitOutput("lost", "written")
+	d.crash()
+	d.run()
+	if e := d.exited("lost"); !e.Lost || e.Files == nil || *e.Files != (agentapi.Files{Count: 1, Bytes: 4}) {
+		t.Errorf("a job lost to a crash: %+v, want its file counted", e)
+	}
+}
+
 func TestUnknownJob(t *testing.T) {
 	d := startDaemon(t)
 	ctx := ctxFor(t, waitShort)

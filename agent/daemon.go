@@ -393,7 +393,8 @@ func (d *Daemon) loadJob(id string) (*job, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		d.reclaim(j)
 		st := sp.Stats()
-		ex = exitRecord{Lost: true, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite}
+		ex = exitRecord{Lost: true, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite,
+			Files: d.countFiles(j)}
 		err = writeJSON(filepath.Join(dir, exitFile), ex)
 	}
 	if err != nil {
@@ -595,8 +596,8 @@ func (d *Daemon) env(home, dir, id string) []string {
 	return env
 }
 
-// finish closes the job's spool, takes its files back, records its end
-// and reports it.
+// finish closes the job's spool, takes its files back, counts them,
+// records its end and reports it.
 func (d *Daemon) finish(j *job) {
 	if err := j.spool.Close(); err != nil {
 		d.log.Error(err, "closing a spool", "job", j.id)
@@ -607,7 +608,7 @@ func (d *Daemon) finish(j *job) {
 	j.mu.Unlock()
 	st := j.spool.Stats()
 	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite,
-		Shutdown: shutdown}
+		Shutdown: shutdown, Files: d.countFiles(j)}
 	if n, ok := oomKills(d.opts.CgroupRoot); ok && j.oomKnown && n > j.oomBase {
 		ex.OOMKills = n - j.oomBase
 	}

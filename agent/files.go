@@ -119,6 +119,40 @@ func (d *Daemon) checkFiles(id string) error {
 	return nil
 }
 
+// countFiles counts the regular files of the job's $SHELLJOB_OUT, as
+// tarDir would find them, or returns nil when it cannot: its readers then
+// fetch the files to know.
+func (d *Daemon) countFiles(j *job) *agentapi.Files {
+	var n agentapi.Files
+	root := filepath.Join(j.dir, filesDir)
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if p != root && errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n.Count++
+		n.Bytes += fi.Size()
+		return nil
+	})
+	if err != nil {
+		d.log.Error(err, "counting a job's files", "job", j.id)
+		return nil
+	}
+	return &n
+}
+
 func tarDir(root string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {

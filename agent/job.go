@@ -58,6 +58,8 @@ type exitRecord struct {
 	LastOutput   time.Time `json:"lastOutput,omitzero"`
 	OOMKills     int64     `json:"oomKills,omitempty"`
 	Shutdown     bool      `json:"shutdown,omitempty"`
+	// Files is nil in the records of agents that did not count them.
+	Files *agentapi.Files `json:"files,omitempty"`
 }
 
 type job struct {
@@ -136,7 +138,7 @@ func (j *job) exitedEvent() agentapi.Event {
 	e := agentapi.Event{
 		Type: agentapi.EventExited, Job: j.id, Time: j.exit.EndedAt, PGID: j.rec.PGID,
 		ExitCode: j.exit.ExitCode, Lost: j.exit.Lost, OOMKills: j.exit.OOMKills, Shutdown: j.exit.Shutdown,
-		OutputBytes: j.exit.OutputBytes, DroppedBytes: j.exit.DroppedBytes,
+		OutputBytes: j.exit.OutputBytes, DroppedBytes: j.exit.DroppedBytes, Files: j.exit.Files,
 	}
 	if !j.exit.LastOutput.IsZero() {
 		t := j.exit.LastOutput

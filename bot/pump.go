@@ -974,11 +974,11 @@ var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".web
 // the file limits; a note names the files not sent. The attempt is
 // recorded on the job first: a bot that dies sending them (a file too big
 // for its memory, say) does not try again after its restart, and the note
-// says so.
+// says so. A job whose status counts no files costs no call.
 func (r *run) sendFiles(ctx context.Context) {
 	b := r.b
 	obj := r.latest()
-	if obj == nil || obj.Status.Pod == "" {
+	if obj == nil || obj.Status.Pod == "" || !shelljob.MayHaveFiles(obj) {
 		return
 	}
 	if _, tried := obj.Annotations[shellv1alpha1.AnnotationFilesAttempted]; tried {

@@ -132,6 +132,38 @@ func TestKittyOnlyOnATerminal(t *testing.T) {
 	}
 }
 
+// TestFilesFetchedOnlyIfAny: exec asks the agent for the job's files only
+// when its status counts some, or counts none because its agent did not
+// say.
+func TestFilesFetchedOnlyIfAny(t *testing.T) {
+	for name, tc := range map[string]struct {
+		agent *fakeAgent
+		calls int32
+	}{
+		"none":         {agent: &fakeAgent{Output: "hi\n"}, calls: 0},
+		"some":         {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}}, calls: 1},
+		"older agent":  {agent: &fakeAgent{Output: "hi\n", Uncounted: true}, calls: 1},
+		"older agent+": {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}, Uncounted: true}, calls: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cluster := fakeCluster(t, tc.agent)
+			out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--output-dir", dir, "--", "echo", "hi")
+			if code != 0 || out != "hi\n" {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			if n := tc.agent.getFiles.Load(); n != tc.calls {
+				t.Errorf("%d GetFiles calls, want %d", n, tc.calls)
+			}
+			for name := range tc.agent.Files {
+				if !strings.Contains(errOut, "saved "+dir+"/"+name) {
+					t.Errorf("stderr %q does not say %s was saved", errOut, name)
+				}
+			}
+		})
+	}
+}
+
 // recordExec is a TerminalExec that keeps what its stdin gave, until the
 // stream ends (ctx) or, with end, until end closes.
 type recordExec struct {

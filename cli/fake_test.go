@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,11 +24,29 @@ import (
 
 const testNS = "shell"
 
-// fakeAgent answers Follow with Output and GetFiles with Files.
+// fakeAgent answers Follow with Output and GetFiles with Files, and counts
+// the GetFiles calls.
 type fakeAgent struct {
 	agentapi.Client
 	Output string
 	Files  map[string][]byte
+	// Uncounted plays an older agent: the job's status counts no files.
+	Uncounted bool
+
+	getFiles atomic.Int32
+}
+
+// counted is the status of the job's files, as the operator records what
+// the agent counted.
+func (a *fakeAgent) counted() *shellv1alpha1.ShellJobFiles {
+	if a.Uncounted {
+		return nil
+	}
+	n := &shellv1alpha1.ShellJobFiles{Count: int64(len(a.Files))}
+	for _, data := range a.Files {
+		n.Bytes += int64(len(data))
+	}
+	return n
 }
 
 func (a *fakeAgent) Follow(_ context.Context, _ types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
@@ -36,6 +55,7 @@ func (a *fakeAgent) Follow(_ context.Context, _ types.NamespacedName, _ string, 
 }
 
 func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string, w io.Writer) error {
+	a.getFiles.Add(1)
 	tw := tar.NewWriter(w)
 	for name, data := range a.Files {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
@@ -49,7 +69,8 @@ func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string
 }
 
 // fakeCluster is a Cluster on controller-runtime's fake client, with an
-// "operator" that ends every job with exit code 0 at once.
+// "operator" that ends every job with exit code 0 at once, and the files
+// agent counted.
 func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(newScheme()).WithStatusSubresource(&shellv1alpha1.ShellJob{}).Build()
@@ -59,7 +80,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			endJobs(ctx, c)
+			endJobs(ctx, c, agent)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
@@ -74,7 +95,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 
 // endJobs ends each job, and touches the ended ones so that a watch that
 // started late still sees them.
-func endJobs(ctx context.Context, c client.Client) {
+func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
 	var list shellv1alpha1.ShellJobList
 	if err := c.List(ctx, &list); err != nil {
 		return
@@ -84,6 +105,7 @@ func endJobs(ctx context.Context, c client.Client) {
 		if !shelljob.IsFinished(j) {
 			zero := int32(0)
 			j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.ExitCode = true, "w-0", shellv1alpha1.PhaseSucceeded, &zero
+			j.Status.Files = agent.counted()
 			j.Status.Number = int64(i + 1)
 			shelljob.SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "")
 		} else {

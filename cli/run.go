@@ -143,14 +143,15 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 		followPod string
 		// cancelFollow ends the follow of followPod.
 		cancelFollow context.CancelFunc
-		stopped   bool
-		queued    bool
-		steps     int
-		wg        sync.WaitGroup
-		files     []string
-		filesErr  error
-		followErr error
-		ended     atomic.Bool
+		stopped      bool
+		queued       bool
+		steps        int
+		wg           sync.WaitGroup
+		files        []string
+		filesErr     error
+		followErr    error
+		followed     bool // the follow read the output to its close
+		ended        atomic.Bool
 	)
 	var out io.Writer = r.Out
 	var rend *termrender.Renderer
@@ -217,10 +218,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 						}
 						return
 					}
-					// The output is closed: the job has ended, so its files
-					// are complete. Fetch them while the operator records
-					// the end.
-					files, filesErr = r.saveFiles(ctx, j)
+					followed = true
 				}()
 			}
 			if !shelljob.IsFinished(j) {
@@ -233,6 +231,12 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 					cancelFollow()
 				}
 				wg.Wait()
+			}
+			// The output is closed: the job has ended, so its files are
+			// complete, and its status says whether it left any (an older
+			// agent does not say).
+			if followed && shelljob.MayHaveFiles(j) {
+				files, filesErr = r.saveFiles(ctx, j)
 			}
 			if rend != nil {
 				if _, err := io.WriteString(r.Out, rend.String()); err != nil {

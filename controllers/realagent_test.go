@@ -121,6 +121,37 @@ func TestRealAgent(t *testing.T) {
 	}
 }
 
+// TestRealAgentFiles: the status records how many files, and bytes, the
+// command left in $SHELLJOB_OUT, none included, as the agent counted them.
+func TestRealAgentFiles(t *testing.T) {
+	ns := namespace(t)
+	agents := newRealAgents(t)
+	startOperator(t, ns, agents)
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(1).Obj()
+	if err := env.Client.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range markWorkersReady(t, ns, "shell", 1) {
+		agents.serve(&pod)
+	}
+	for name, tc := range map[string]struct {
+		command string
+		want    shellv1alpha1.ShellJobFiles
+	}{
+		"none": {command: "echo hi"},
+		"some": {command: `mkdir -p $SHELLJOB_OUT/d/e && print -n abc > $SHELLJOB_OUT/d/e/f && print -n de > $SHELLJOB_OUT/g`,
+			want: shellv1alpha1.ShellJobFiles{Count: 2, Bytes: 5}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			createJob(t, utiltesting.MakeShellJob(name, ns).Command(tc.command))
+			got := waitPhase(t, ns, name, shellv1alpha1.PhaseSucceeded)
+			if got.Status.Files == nil || *got.Status.Files != tc.want {
+				t.Errorf("files %+v, want %+v", got.Status.Files, tc.want)
+			}
+		})
+	}
+}
+
 // limitWriter takes n bytes, then fails, so a Follow of a running job
 // returns once it has them.
 type limitWriter struct {

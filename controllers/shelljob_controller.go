@@ -679,6 +679,10 @@ func recordExit(job *shellv1alpha1.ShellJob, f agentFacts, now time.Time) string
 	}
 	job.Status.CompletionTime = ptr.To(metav1.NewTime(at))
 	job.Status.OutputBytes, job.Status.DroppedBytes = f.OutputBytes, f.DroppedBytes
+	job.Status.Files = nil
+	if f.Files != nil {
+		job.Status.Files = &shellv1alpha1.ShellJobFiles{Count: f.Files.Count, Bytes: f.Files.Bytes}
+	}
 	job.Status.ExitCode = nil
 	if f.ExitCode == nil {
 		return "exit status unknown"

@@ -44,6 +44,9 @@ func TestJobSucceeds(t *testing.T) {
 	if ptr.Deref(j.Status.ExitCode, -1) != 0 || j.Status.OutputBytes == 0 {
 		t.Errorf("exit %v, output bytes %d", j.Status.ExitCode, j.Status.OutputBytes)
 	}
+	if j.Status.Files != nil {
+		t.Errorf("files %+v from an agent that does not count them, want none recorded", j.Status.Files)
+	}
 	if c := finished(j); c == nil || c.Reason != shellv1alpha1.ShellJobFinishedReasonExited || c.Message != "exit 0" {
 		t.Errorf("Finished condition %+v", c)
 	}

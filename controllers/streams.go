@@ -55,6 +55,9 @@ type agentFacts struct {
 	// Shutdown is set with Exited when the agent stopped the command on
 	// its way out: the worker pod is ending.
 	Shutdown bool
+	// Files counts the files the command left in $SHELLJOB_OUT; set with
+	// Exited by an agent that counts them.
+	Files *agentapi.Files
 }
 
 // factStore holds the agents' reports by job UID, for the ShellJob
@@ -98,7 +101,7 @@ func (s *factStore) record(job types.NamespacedName, pod string, ev agentapi.Eve
 	case agentapi.EventExited:
 		if !f.Exited {
 			f.Exited, f.ExitCode, f.ExitedAt, f.Lost = true, ev.ExitCode, ev.Time, ev.Lost
-			f.OOMKills, f.Shutdown = ev.OOMKills, ev.Shutdown
+			f.OOMKills, f.Shutdown, f.Files = ev.OOMKills, ev.Shutdown, ev.Files
 			notify = true
 		}
 	}

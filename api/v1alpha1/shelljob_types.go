@@ -206,6 +206,17 @@ type StopStep struct {
 	GroupEmpty bool `json:"groupEmpty,omitempty"`
 }
 
+// ShellJobFiles counts the regular files of a job's $SHELLJOB_OUT, in
+// every subdirectory and its input files included, and their bytes.
+type ShellJobFiles struct {
+	// Count is the number of regular files.
+	// +kubebuilder:validation:Minimum=0
+	Count int64 `json:"count"`
+	// Bytes is their total size.
+	// +kubebuilder:validation:Minimum=0
+	Bytes int64 `json:"bytes"`
+}
+
 // Condition types of a ShellJob.
 const (
 	// ShellJobScheduled is True once a worker is assigned to the job.
@@ -311,6 +322,13 @@ type ShellJobStatus struct {
 	// its caps.
 	// +optional
 	DroppedBytes int64 `json:"droppedBytes,omitempty"`
+
+	// Files counts what the command left in $SHELLJOB_OUT, as the agent
+	// found it when the command ended. Unset when the agent did not say
+	// (an older agent, or a job that did not end on its agent): fetch the
+	// files to know.
+	// +optional
+	Files *ShellJobFiles `json:"files,omitempty"`
 
 	// StopReason says why the job is stopping or was stopped: the client's
 	// spec.stopReason (User when it named none) after spec.stop, or Timeout

@@ -34,8 +34,11 @@ const (
 
 // ProtocolVersion is the version of the exec protocol below. Callers pass it
 // as FlagProtocol; an agent that speaks only older versions exits with
-// ExitProtocol. Versions only grow: a new field in a JSON answer, or a new
-// frame kind in the follow stream, needs a new version.
+// ExitProtocol. Versions only grow: a new field in a JSON answer that
+// callers rely on, or a new frame kind in the follow stream, needs a new
+// version. An optional field whose absence means "not known", as
+// Event.Files, does not: an older caller ignores it, and a newer one reads
+// its absence as an older agent's.
 //
 // Version 2 added the control subcommand and follow's AwaitStart.
 const ProtocolVersion = 2
@@ -214,6 +217,19 @@ type Event struct {
 	// Shutdown is set on EventExited when the agent stopped the command
 	// because the agent itself was asked to end: its pod is going away.
 	Shutdown bool `json:"shutdown,omitempty"`
+	// Files is set on EventExited: the regular files the job's
+	// $SHELLJOB_OUT held when the command ended, inputs included. It is
+	// nil from an agent that does not count them, or when counting failed:
+	// GetFiles tells then.
+	Files *Files `json:"files,omitempty"`
+}
+
+// Files counts the regular files of a job's $SHELLJOB_OUT, in every
+// subdirectory, and their bytes: what GetFiles would send beside
+// directories and links.
+type Files struct {
+	Count int64 `json:"count"`
+	Bytes int64 `json:"bytes"`
 }
 
 // Client reaches the agent of a worker pod. The operator, the bot and the

@@ -47,6 +47,13 @@ func IsStarted(j *shellv1alpha1.ShellJob) bool {
 	return j.Status.Ran
 }
 
+// MayHaveFiles tells whether an ended job may have left files in its
+// $SHELLJOB_OUT: its status counts some, or counts nothing because its
+// agent did not say. Only then is fetching them worth an exec.
+func MayHaveFiles(j *shellv1alpha1.ShellJob) bool {
+	return j.Status.Files == nil || j.Status.Files.Count > 0
+}
+
 // IsStopRequested tells whether the job is to stop: a client set spec.stop,
 // the job is being deleted, or the operator stopped it for a timeout.
 func IsStopRequested(j *shellv1alpha1.ShellJob) bool {

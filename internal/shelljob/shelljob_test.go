@@ -149,6 +149,23 @@ func TestIsFinishedByPhase(t *testing.T) {
 	}
 }
 
+func TestMayHaveFiles(t *testing.T) {
+	for name, tc := range map[string]struct {
+		files *shellv1alpha1.ShellJobFiles
+		want  bool
+	}{
+		"not counted": {want: true},
+		"none":        {files: &shellv1alpha1.ShellJobFiles{}},
+		"some":        {files: &shellv1alpha1.ShellJobFiles{Count: 2, Bytes: 10}, want: true},
+	} {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Files = tc.files
+		if got := MayHaveFiles(j); got != tc.want {
+			t.Errorf("%s: MayHaveFiles = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
 func TestTelegramName(t *testing.T) {
 	cases := map[string]struct {
 		origin shellv1alpha1.ShellJobOrigin
