@@ -14,9 +14,9 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// countedFiles plays an operator that records the files the agent
-// counted: each ended job's status says files, and the GetFiles calls are
-// counted.
+// countedFiles makes each ended job's status say files, in place of what
+// the operator recorded (nil: as from an older agent), and counts the
+// GetFiles calls.
 type countedFiles struct {
 	bot.Cluster
 	files    *shellv1alpha1.ShellJobFiles
@@ -65,7 +65,10 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 			if n := counted.getFiles.Load(); n != tc.calls {
 				t.Errorf("%d GetFiles calls, want %d", n, tc.calls)
 			}
-			sj, _ := e.cluster.Job(jobOf(m))
+			sj, err := e.cluster.Job(e.ctx, jobOf(m))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if _, tried := sj.Annotations[shellv1alpha1.AnnotationFilesAttempted]; tried != (tc.calls > 0) {
 				t.Errorf("files attempt recorded: %v, want %v", tried, tc.calls > 0)
 			}
