@@ -50,6 +50,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/botmetrics"
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/localcluster"
 	"shelljob.dev/shelljob/bot/probes"
@@ -156,9 +157,6 @@ func run() error {
 	if err := probes.Serve(context.Background(), *probeAddr, health); err != nil {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
 	}
-	if err := probes.Serve(context.Background(), *metrics, probes.Metrics()); err != nil {
-		return fmt.Errorf("-metrics-bind-address: %w", err)
-	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
 	var store settings.Store = &settings.MemoryStore{Log: log.WithName("settings")}
 	var cluster bot.Cluster
@@ -216,6 +214,9 @@ func run() error {
 		cluster = localcluster.New(localcluster.Options{Dir: *localDir, Shell: *shell})
 	}
 	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
+	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry())...)); err != nil {
+		return fmt.Errorf("-metrics-bind-address: %w", err)
+	}
 	tc := tgclient.New(b, opts)
 	b.SetTelegram(tc.API)
 
