@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/botmetrics"
 )
 
 // Options configure Run.
@@ -82,9 +83,10 @@ func New(b *bot.Bot, o Options) *Client {
 		o.DC = 2
 	}
 	c := &Client{opts: o, disp: tg.NewUpdateDispatcher(), lanes: &lanes{}}
+	// Before connect: the updates manager takes a copy of the dispatcher.
+	register(&c.disp, c.lanes, b, &c.self, o.Log)
 	c.connect()
 	c.API = NewAPI(c.client, o.DC)
-	register(c.disp, c.lanes, b, &c.self, o.Log)
 	return c
 }
 
@@ -171,6 +173,8 @@ func (c *Client) connect() {
 			waiter,
 			updhook.UpdateHook(c.feed.Handle),
 			updhook.AffectedHook(c.feed),
+			// Innermost, so that each attempt and each flood wait counts.
+			telegram.MiddlewareFunc(botmetrics.Invoker),
 		},
 		// A server that lost our key answers -404, and gotd makes a new
 		// key in place: nothing fails until the bot calls. So each
@@ -349,19 +353,14 @@ func (c *Client) savedState(ctx context.Context, self int64) bool {
 // chat (lanes), never on the updates manager's loop. self is the bot's
 // user id: a message sent via the bot is an echoed guest answer, never a
 // command.
-func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
+func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
 	onMessage := func(ctx context.Context, e tg.Entities, mc tg.MessageClass) error {
-		m, ok := mc.(*tg.Message)
-		if !ok || m.Out {
-			return nil
-		}
-		if via, ok := m.GetViaBotID(); ok && via == self.Load() {
-			return nil
-		}
-		msg, ok := convertMessage(e, m)
+		msg, ok := incoming(e, mc, self.Load())
 		if !ok {
+			botmetrics.UpdateTaken(botmetrics.UpdateOther)
 			return nil
 		}
+		botmetrics.UpdateTaken(botmetrics.UpdateMessage)
 		l.do(msg.Chat.ID, func() {
 			if err := b.HandleMessage(ctx, msg); err != nil {
 				log.Error(err, "Could not answer a message", "chat", msg.Chat.ID, "msg", msg.ID)
@@ -376,6 +375,7 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		return onMessage(ctx, e, u.Message)
 	})
 	d.OnBotCallbackQuery(func(ctx context.Context, e tg.Entities, u *tg.UpdateBotCallbackQuery) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateCallback)
 		chat, ok := chatOf(e, u.Peer, 0)
 		if !ok {
 			return nil
@@ -389,13 +389,18 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		return nil
 	})
 	d.OnUserTyping(func(ctx context.Context, _ tg.Entities, u *tg.UpdateUserTyping) error {
-		if a, ok := u.Action.(*tg.SendMessageStopDraftAction); ok {
-			log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
-			l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
+		a, ok := u.Action.(*tg.SendMessageStopDraftAction)
+		if !ok {
+			botmetrics.UpdateTaken(botmetrics.UpdateOther)
+			return nil
 		}
+		botmetrics.UpdateTaken(botmetrics.UpdateDraftStop)
+		log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
+		l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
 		return nil
 	})
 	d.OnBotGuestChatQuery(func(ctx context.Context, _ tg.Entities, u *tg.UpdateBotGuestChatQuery) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateGuestQuery)
 		m, ok := u.Message.(*tg.Message)
 		if !ok {
 			return nil
@@ -413,6 +418,23 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		})
 		return nil
 	})
+	d.OnFallback(func(context.Context, tg.Entities, tg.UpdateClass) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateOther)
+		return nil
+	})
+}
+
+// incoming reads a message someone sent the bot; its own messages, and
+// its guest answers echoed (sent via the bot, whose id is self), are not.
+func incoming(e tg.Entities, mc tg.MessageClass, self int64) (bot.Message, bool) {
+	m, ok := mc.(*tg.Message)
+	if !ok || m.Out {
+		return bot.Message{}, false
+	}
+	if via, ok := m.GetViaBotID(); ok && via == self {
+		return bot.Message{}, false
+	}
+	return convertMessage(e, m)
 }
 
 // botAPIID is the Bot API chat id of p.
