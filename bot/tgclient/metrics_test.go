@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	"github.com/gotd/td/tg"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,15 +25,16 @@ type noJobs struct{ bot.Cluster }
 
 func (noJobs) List(context.Context) ([]shellv1alpha1.ShellJob, error) { return nil, nil }
 
-// connected runs a bot on srv until the test ends.
-func connected(t *testing.T, srv *faketg.Server) {
+// connected runs a bot on srv until the test ends; its client logs to
+// log.
+func connected(t *testing.T, srv *faketg.Server, log logr.Logger) {
 	t.Helper()
 	b := bot.New(bot.Config{Admins: srv.Admins(), Log: testr.New(t)}, nil, noJobs{}, &settings.MemoryStore{})
 	copts := srv.ClientOptions()
 	ready := make(chan struct{})
 	c := tgclient.New(b, tgclient.Options{
 		Token: srv.BotToken(), AppID: 17349, AppHash: "test",
-		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: testr.New(t),
+		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: log,
 		Ready: func() { close(ready) },
 	})
 	b.SetTelegram(c.API)
@@ -77,7 +79,7 @@ func TestMetricsThroughTelegram(t *testing.T) {
 	srv := faketg.NewTest(t, faketg.Options{})
 	admin := srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
 	guestChat := srv.NewChat(faketg.Group, faketg.ChatOptions{NoBot: true})
-	connected(t, srv)
+	connected(t, srv, testr.New(t))
 
 	const send = "messages.sendMessage"
 	messages, callbacks, drafts, guests, others := updates(botmetrics.UpdateMessage), updates(botmetrics.UpdateCallback),

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +95,7 @@ func New(b *bot.Bot, o Options) *Client {
 // sessionWatch ends one login's run with errSessionLost when Telegram
 // shows that it no longer knows the session.
 type sessionWatch struct {
+	log    logr.Logger
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc
 	client *telegram.Client
@@ -130,10 +133,19 @@ func (w *sessionWatch) watch(next tg.Invoker) telegram.InvokeFunc {
 	}
 }
 
-// connected checks, at each reconnection, that the session is still
-// logged in.
+// connected logs a lost connection and a reconnection, and checks, at
+// each reconnection, that the session is still logged in. (The first
+// connection is logged once logged in, with the bot's name.)
 func (w *sessionWatch) connected(s telegram.ConnectionState) {
-	if s != telegram.ConnectionStateReady || w.ready.Add(1) == 1 || !w.isLoggedIn() {
+	switch {
+	case s == telegram.ConnectionStateDisconnected:
+		w.log.Info("Lost the connection to Telegram; reconnecting")
+		return
+	case s != telegram.ConnectionStateReady || w.ready.Add(1) == 1:
+		return
+	}
+	w.log.Info("Reconnected to Telegram")
+	if !w.isLoggedIn() {
 		return
 	}
 	go func() {
@@ -160,7 +172,7 @@ func (c *Client) connect() {
 	c.gaps = updates.New(updates.Config{Handler: c.disp, Storage: o.State})
 	c.feed = newFeed(c.gaps, o.Log)
 	waiter := floodwait.NewSimpleWaiter().WithMaxRetries(10).WithMaxWait(time.Minute)
-	w := &sessionWatch{}
+	w := &sessionWatch{log: o.Log}
 	c.session = w
 	client := telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
 		SessionStorage: o.Session,
@@ -304,7 +316,7 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 		}
 	}
 	b.SetNames(self.Username, aliases)
-	c.opts.Log.Info("Connected to Telegram", "dc", c.opts.DC, "dcList", c.opts.DCList.Options, "bot", self.Username, "botID", self.ID, "loggedIn", !st.Authorized)
+	c.opts.Log.Info("Connected to Telegram", "bot", self.Username, "botID", self.ID, "dc", c.opts.DC, "dcAddr", c.dcAddr(), "loggedIn", !st.Authorized)
 	if c.savedState(ctx, self.ID) {
 		c.opts.Log.Info("Updates state loaded; fetching what came since")
 	} else {
@@ -337,6 +349,16 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 			}
 		},
 	})
+}
+
+// dcAddr is the address of the DC the client dials, "" for Telegram's own.
+func (c *Client) dcAddr() string {
+	for _, o := range c.opts.DCList.Options {
+		if o.ID == c.opts.DC {
+			return net.JoinHostPort(o.IPAddress, strconv.Itoa(o.Port))
+		}
+	}
+	return ""
 }
 
 // savedState tells whether the updates state of the bot is stored, so that
