@@ -147,7 +147,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "namespace", *namespace, "pool", *pool, "localDir", *localDir, "dc", *dc, "dcAddr", *dcAddr,
+	log.Info("Starting the bot", "namespace", *namespace, "pool", *pool, "localDir", *localDir, "dc", *dc, "dcAddr", *dcAddr,
 		"admins", admins, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
