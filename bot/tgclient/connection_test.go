@@ -9,6 +9,9 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/bot/tgclient"
 	"shelljob.dev/shelljob/internal/faketg"
 )
 
@@ -53,7 +56,7 @@ func (l *logLines) wait(ctx context.Context, parts ...string) {
 // TestConnectionLogged: the client logs its connection, as which bot and
 // to which DC, and a lost connection and the reconnection.
 func TestConnectionLogged(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := faketg.NewTest(t, faketg.Options{})
 	logs := &logLines{t: t}
@@ -63,4 +66,28 @@ func TestConnectionLogged(t *testing.T) {
 	srv.DisconnectBot()
 	logs.wait(ctx, `"msg"="Lost the connection to Telegram; reconnecting"`)
 	logs.wait(ctx, `"msg"="Reconnected to Telegram"`)
+}
+
+// TestFailedConnectionLogged: a client that cannot reach Telegram says so
+// as it tries again.
+func TestFailedConnectionLogged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := faketg.NewTest(t, faketg.Options{})
+	copts := srv.ClientOptions()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logLines{t: t}
+	b := bot.New(bot.Config{Admins: srv.Admins()}, nil, noJobs{}, &settings.MemoryStore{})
+	c := tgclient.New(b, tgclient.Options{
+		Token: srv.BotToken(), AppID: 17349, AppHash: "test",
+		DC: copts.DC, DCList: copts.DCList, PublicKeys: copts.PublicKeys, Log: funcr.New(logs.add, funcr.Options{}),
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx, b) }()
+	logs.wait(ctx, `"msg"="Could not connect to Telegram; trying again"`)
+	stop()
+	<-done
 }

@@ -50,7 +50,7 @@ func connected(t *testing.T, srv *faketg.Server, log logr.Logger) {
 	case <-ready:
 	case err := <-done:
 		t.Fatalf("the bot stopped: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the bot never got ready")
 	}
 }
@@ -74,7 +74,7 @@ func calls(t *testing.T, method string) uint64 {
 // Telegram count by kind, and its calls, their errors and a flood wait the
 // client waits out count by method, through the client's middlewares.
 func TestMetricsThroughTelegram(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := faketg.NewTest(t, faketg.Options{})
 	admin := srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})

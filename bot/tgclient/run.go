@@ -100,6 +100,8 @@ type sessionWatch struct {
 	cancel context.CancelCauseFunc
 	client *telegram.Client
 	ready  atomic.Int32
+	// up: the connection is ready, and no failure came since.
+	up atomic.Bool
 	// loggedIn is set once the login succeeded: before, a call that finds
 	// no session is how the login learns that it must log in.
 	loggedIn bool
@@ -133,15 +135,22 @@ func (w *sessionWatch) watch(next tg.Invoker) telegram.InvokeFunc {
 	}
 }
 
-// connected logs a lost connection and a reconnection, and checks, at
-// each reconnection, that the session is still logged in. (The first
-// connection is logged once logged in, with the bot's name.)
+// connected logs a failed connection, a lost one and a reconnection, and
+// checks, at each reconnection, that the session is still logged in. (The
+// first connection is logged once logged in, with the bot's name.)
 func (w *sessionWatch) connected(s telegram.ConnectionState) {
 	switch {
-	case s == telegram.ConnectionStateDisconnected:
+	case s == telegram.ConnectionStateDisconnected && w.up.Swap(false):
 		w.log.Info("Lost the connection to Telegram; reconnecting")
 		return
-	case s != telegram.ConnectionStateReady || w.ready.Add(1) == 1:
+	case s == telegram.ConnectionStateDisconnected:
+		w.log.Info("Could not connect to Telegram; trying again")
+		return
+	case s != telegram.ConnectionStateReady:
+		return
+	}
+	w.up.Store(true)
+	if w.ready.Add(1) == 1 {
 		return
 	}
 	w.log.Info("Reconnected to Telegram")
