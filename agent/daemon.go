@@ -191,7 +191,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.users = u
 	if u == nil {
-		d.log.Info("commands run as the agent's own user: jobs are not isolated from each other", "reason", why)
+		d.log.Info("Commands run as the agent's own user: jobs are not isolated from each other", "reason", why)
 	} else {
 		// Before anything is made: the socket, the spools, and what commands
 		// leave in shared places are their owner's alone.
@@ -206,7 +206,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.layOut(); err != nil {
 			return fmt.Errorf("run agent: %w", err)
 		}
-		d.log.Info("each job runs as a user of its own", "statefulUID", StatefulUID, "forkUIDs", fmt.Sprintf("%d-%d", ForkUIDBase, ForkUIDBase+ForkUIDCount-1),
+		d.log.Info("Each job runs as a user of its own", "statefulUID", StatefulUID, "forkUIDs", fmt.Sprintf("%d-%d", ForkUIDBase, ForkUIDBase+ForkUIDCount-1),
 			"shellHome", d.shellHome)
 	}
 	if err := d.load(); err != nil {
@@ -248,7 +248,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			go d.serve(conn)
 		}
 	}()
-	d.log.Info("agent ready", "socket", d.opts.Socket, "spool", d.opts.SpoolDir, "readyAddr", d.opts.ReadyAddr)
+	d.log.Info("Agent ready", "socket", d.opts.Socket, "spool", d.opts.SpoolDir, "readyAddr", d.opts.ReadyAddr)
 	<-ctx.Done()
 
 	d.mu.Lock()
@@ -310,7 +310,7 @@ func (d *Daemon) stopAll() {
 	if len(running) == 0 {
 		return
 	}
-	d.log.Info("stopping jobs", "count", len(running))
+	d.log.Info("Stopping jobs", "count", len(running))
 	deadline := time.After(shutdownGrace)
 	for _, j := range running {
 		j.mu.Lock()
@@ -361,7 +361,7 @@ func (d *Daemon) load() error {
 		}
 		j, err := d.loadJob(e.Name())
 		if err != nil {
-			d.log.Error(err, "skipping a job of an earlier run", "job", e.Name())
+			d.log.Error(err, "Could not read a job of an earlier run; skipping it", "job", e.Name())
 			continue
 		}
 		if j != nil {
@@ -440,7 +440,7 @@ func (d *Daemon) janitor(ctx context.Context) {
 		}
 		for _, dir := range doomed {
 			if err := os.RemoveAll(dir); err != nil {
-				d.log.Error(err, "removing an old spool", "dir", dir)
+				d.log.Error(err, "Could not remove an old spool", "dir", dir)
 			}
 		}
 	}
@@ -545,7 +545,7 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	close(d.started)
 	d.started = make(chan struct{})
 	d.mu.Unlock()
-	d.log.V(1).Info("job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful)
+	d.log.V(1).Info("Job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful)
 	go func() {
 		waiter()
 		d.finish(j)
@@ -600,7 +600,7 @@ func (d *Daemon) env(home, dir, id string) []string {
 // records its end and reports it.
 func (d *Daemon) finish(j *job) {
 	if err := j.spool.Close(); err != nil {
-		d.log.Error(err, "closing a spool", "job", j.id)
+		d.log.Error(err, "Could not close a spool", "job", j.id)
 	}
 	d.reclaim(j)
 	j.mu.Lock()
@@ -613,13 +613,13 @@ func (d *Daemon) finish(j *job) {
 		ex.OOMKills = n - j.oomBase
 	}
 	if err := writeJSON(filepath.Join(j.dir, exitFile), ex); err != nil {
-		d.log.Error(err, "recording an exit status", "job", j.id)
+		d.log.Error(err, "Could not record an exit status", "job", j.id)
 	}
 	d.mu.Lock()
 	j.end(ex)
 	d.broadcastLocked(j.exitedEvent())
 	d.mu.Unlock()
-	d.log.V(1).Info("job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written)
+	d.log.V(1).Info("Job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written)
 }
 
 // reclaim takes back what an isolated job's user was given: its files,
@@ -631,11 +631,11 @@ func (d *Daemon) reclaim(j *job) {
 	home := filepath.Join(j.dir, homeDir)
 	for _, p := range []string{filepath.Join(j.dir, filesDir), filepath.Join(j.dir, commandFile), home} {
 		if err := reclaim(p, d.users.agent); err != nil {
-			d.log.Error(err, "taking a job's files back", "job", j.id, "path", p)
+			d.log.Error(err, "Could not take a job's files back", "job", j.id, "path", p)
 		}
 	}
 	if err := os.RemoveAll(home); err != nil {
-		d.log.Error(err, "removing a job's home", "job", j.id)
+		d.log.Error(err, "Could not remove a job's home", "job", j.id)
 	}
 }
 

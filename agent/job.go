@@ -212,7 +212,7 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
 		// The command runs: it is reported, but a restarted agent will not
 		// know it.
-		d.log.Error(err, "recording a start", "job", req.Job)
+		d.log.Error(err, "Could not record a start", "job", req.Job)
 	}
 	j := newJob(req.Job, dir, rec, sp)
 	j.out = r
@@ -271,7 +271,7 @@ func (d *Daemon) produce(j *job) {
 		n, err := j.out.Read(buf)
 		if n > 0 {
 			if _, werr := j.spool.Write(buf[:n]); werr != nil && !logged {
-				d.log.Error(werr, "spooling output; the rest is counted, not kept", "job", j.id)
+				d.log.Error(werr, "Could not spool the output; the rest is counted, not kept", "job", j.id)
 				logged = true
 			}
 		}
@@ -297,7 +297,7 @@ func (d *Daemon) awaitOutput(j *job) {
 				grace = time.After(d.opts.OrphanGrace)
 			}
 		case <-grace:
-			d.log.V(1).Info("output held open outside the job's group; closing it", "job", j.id)
+			d.log.V(1).Info("Output held open outside the job's group; closing it", "job", j.id)
 			j.out.Close()
 			<-j.outDone
 			return
@@ -339,7 +339,7 @@ func (d *Daemon) signal(j *job, sig agentapi.Signal) (agentapi.SignalResponse, e
 	if err != nil {
 		return agentapi.SignalResponse{}, fmt.Errorf("signal %s: %w", j.id, err)
 	}
-	d.log.V(1).Info("signalled", "job", j.id, "signal", sig, "pgid", j.rec.PGID)
+	d.log.V(1).Info("Job signalled", "job", j.id, "signal", sig, "pgid", j.rec.PGID)
 	if !alive {
 		return agentapi.SignalResponse{GroupEmpty: j.groupEmpty()}, nil
 	}

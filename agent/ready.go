@@ -43,7 +43,7 @@ func (d *Daemon) serveReady(l net.Listener) (stop func()) {
 	go func() {
 		defer close(done)
 		if err := srv.Serve(l); err != http.ErrServerClosed {
-			d.log.Error(err, "readiness endpoint ended")
+			d.log.Error(err, "Readiness endpoint ended")
 		}
 	}()
 	return func() {

@@ -23,7 +23,7 @@ func (d *Daemon) serve(conn net.Conn) {
 	}
 	log := d.log.WithValues("op", req.Op, "job", req.Job)
 	if err := d.handle(rest, bw, req); err != nil {
-		log.V(1).Info("request ended", "error", err.Error())
+		log.V(1).Info("Request ended", "error", err.Error())
 	}
 }
 

@@ -176,7 +176,7 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 		sh.status = <-exited
 		close(sh.gone)
 		inW.Close()
-		log.Info("persistent shell ended", "status", sh.status.String())
+		log.Info("Persistent shell ended", "status", sh.status.String())
 	}()
 	go readControl(ctlR, sh.msgs)
 	go func() {
@@ -184,7 +184,7 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 		// is no job's output.
 		sc := bufio.NewScanner(outR)
 		for sc.Scan() {
-			log.V(2).Info("persistent shell", "output", sc.Text())
+			log.V(2).Info("Persistent shell output", "output", sc.Text())
 		}
 		_, _ = io.Copy(io.Discard, outR)
 		outR.Close()
@@ -196,7 +196,7 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 	if _, err := sh.await('r', "", shellAckTimeout); err != nil {
 		return nil, fmt.Errorf("boot persistent shell: %w", err)
 	}
-	log.Info("persistent shell ready")
+	log.Info("Persistent shell ready")
 	return sh, nil
 }
 
@@ -321,7 +321,7 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 		rec.UID = StatefulUID
 	}
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
-		d.log.Error(err, "recording a start", "job", req.Job)
+		d.log.Error(err, "Could not record a start", "job", req.Job)
 	}
 	j := newJob(req.Job, dir, rec, sp)
 	j.out = out
@@ -345,7 +345,7 @@ func (d *Daemon) startStateful(req agentapi.StartRequest) (*job, func(), error) 
 		j.setExited(m.code)
 		d.awaitOutput(j)
 		if err := os.Remove(fifo); err != nil && !errors.Is(err, os.ErrNotExist) {
-			d.log.Error(err, "removing a FIFO", "job", j.id)
+			d.log.Error(err, "Could not remove a FIFO", "job", j.id)
 		}
 	}, nil
 }

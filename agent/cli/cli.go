@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/proc"
@@ -185,7 +184,7 @@ func serve(e *env, args []string) error {
 	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")
 	fs.Int64Var(&lim.AfterStopBytes, "after-stop-bytes", spool.DefaultAfterStopBytes, "bytes kept after a stop")
 	fs.Int64Var(&lim.ChunkBytes, "chunk-bytes", spool.DefaultChunkBytes, "size of the spool's files")
-	fs.IntVar(&v, "v", 0, "log verbosity")
+	fs.IntVar(&v, "v", 0, "log verbosity (logr V-levels): 0 logs start-up and errors, 1 also each job, 2 also the persistent shell's output")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -193,11 +192,10 @@ func serve(e *env, args []string) error {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	opts.SpoolDir, opts.Socket, opts.Limits = e.spoolDir, e.socket, lim
-	stderr := e.stderr
-	opts.Logger = funcr.NewJSON(func(obj string) { fmt.Fprintln(stderr, obj) }, funcr.Options{Verbosity: v})
+	opts.Logger = newLogger(e.stderr, v)
 	if os.Getpid() != 1 {
 		if err := proc.SetSubreaper(); err != nil {
-			opts.Logger.Error(err, "orphans of jobs will not be reaped here")
+			opts.Logger.Error(err, "Could not become a subreaper; orphans of jobs will not be reaped here")
 		}
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -39,10 +39,11 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Metrics is a handler of the process's and the Go runtime's metrics
-// (process_resident_memory_bytes, go_memstats_…).
-func Metrics() http.Handler {
+// (process_resident_memory_bytes, go_memstats_…) and of cs, the bot's own.
+func Metrics(cs ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	reg.MustRegister(cs...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/botmetrics"
 )
 
 // Options configure Run.
@@ -82,19 +85,23 @@ func New(b *bot.Bot, o Options) *Client {
 		o.DC = 2
 	}
 	c := &Client{opts: o, disp: tg.NewUpdateDispatcher(), lanes: &lanes{}}
+	// Before connect: the updates manager takes a copy of the dispatcher.
+	register(&c.disp, c.lanes, b, &c.self, o.Log)
 	c.connect()
 	c.API = NewAPI(c.client, o.DC)
-	register(c.disp, c.lanes, b, &c.self, o.Log)
 	return c
 }
 
 // sessionWatch ends one login's run with errSessionLost when Telegram
 // shows that it no longer knows the session.
 type sessionWatch struct {
+	log    logr.Logger
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc
 	client *telegram.Client
 	ready  atomic.Int32
+	// up: the connection is ready, and no failure came since.
+	up atomic.Bool
 	// loggedIn is set once the login succeeded: before, a call that finds
 	// no session is how the login learns that it must log in.
 	loggedIn bool
@@ -128,10 +135,26 @@ func (w *sessionWatch) watch(next tg.Invoker) telegram.InvokeFunc {
 	}
 }
 
-// connected checks, at each reconnection, that the session is still
-// logged in.
+// connected logs a failed connection, a lost one and a reconnection, and
+// checks, at each reconnection, that the session is still logged in. (The
+// first connection is logged once logged in, with the bot's name.)
 func (w *sessionWatch) connected(s telegram.ConnectionState) {
-	if s != telegram.ConnectionStateReady || w.ready.Add(1) == 1 || !w.isLoggedIn() {
+	switch {
+	case s == telegram.ConnectionStateDisconnected && w.up.Swap(false):
+		w.log.Info("Lost the connection to Telegram; reconnecting")
+		return
+	case s == telegram.ConnectionStateDisconnected:
+		w.log.Info("Could not connect to Telegram; trying again")
+		return
+	case s != telegram.ConnectionStateReady:
+		return
+	}
+	w.up.Store(true)
+	if w.ready.Add(1) == 1 {
+		return
+	}
+	w.log.Info("Reconnected to Telegram")
+	if !w.isLoggedIn() {
 		return
 	}
 	go func() {
@@ -158,7 +181,7 @@ func (c *Client) connect() {
 	c.gaps = updates.New(updates.Config{Handler: c.disp, Storage: o.State})
 	c.feed = newFeed(c.gaps, o.Log)
 	waiter := floodwait.NewSimpleWaiter().WithMaxRetries(10).WithMaxWait(time.Minute)
-	w := &sessionWatch{}
+	w := &sessionWatch{log: o.Log}
 	c.session = w
 	client := telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
 		SessionStorage: o.Session,
@@ -171,6 +194,8 @@ func (c *Client) connect() {
 			waiter,
 			updhook.UpdateHook(c.feed.Handle),
 			updhook.AffectedHook(c.feed),
+			// Innermost, so that each attempt and each flood wait counts.
+			telegram.MiddlewareFunc(botmetrics.Invoker),
 		},
 		// A server that lost our key answers -404, and gotd makes a new
 		// key in place: nothing fails until the bot calls. So each
@@ -300,7 +325,7 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 		}
 	}
 	b.SetNames(self.Username, aliases)
-	c.opts.Log.Info("Connected to Telegram", "dc", c.opts.DC, "dcList", c.opts.DCList.Options, "bot", self.Username, "botID", self.ID, "loggedIn", !st.Authorized)
+	c.opts.Log.Info("Connected to Telegram", "bot", self.Username, "botID", self.ID, "dc", c.opts.DC, "dcAddr", c.dcAddr(), "loggedIn", !st.Authorized)
 	if c.savedState(ctx, self.ID) {
 		c.opts.Log.Info("Updates state loaded; fetching what came since")
 	} else {
@@ -335,6 +360,16 @@ func (c *Client) login(ctx context.Context, b *bot.Bot) error {
 	})
 }
 
+// dcAddr is the address of the DC the client dials, "" for Telegram's own.
+func (c *Client) dcAddr() string {
+	for _, o := range c.opts.DCList.Options {
+		if o.ID == c.opts.DC {
+			return net.JoinHostPort(o.IPAddress, strconv.Itoa(o.Port))
+		}
+	}
+	return ""
+}
+
 // savedState tells whether the updates state of the bot is stored, so that
 // the manager starts from it and fetches what came after it.
 func (c *Client) savedState(ctx context.Context, self int64) bool {
@@ -349,19 +384,14 @@ func (c *Client) savedState(ctx context.Context, self int64) bool {
 // chat (lanes), never on the updates manager's loop. self is the bot's
 // user id: a message sent via the bot is an echoed guest answer, never a
 // command.
-func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
+func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, log logr.Logger) {
 	onMessage := func(ctx context.Context, e tg.Entities, mc tg.MessageClass) error {
-		m, ok := mc.(*tg.Message)
-		if !ok || m.Out {
-			return nil
-		}
-		if via, ok := m.GetViaBotID(); ok && via == self.Load() {
-			return nil
-		}
-		msg, ok := convertMessage(e, m)
+		msg, ok := incoming(e, mc, self.Load())
 		if !ok {
+			botmetrics.UpdateTaken(botmetrics.UpdateOther)
 			return nil
 		}
+		botmetrics.UpdateTaken(botmetrics.UpdateMessage)
 		l.do(msg.Chat.ID, func() {
 			if err := b.HandleMessage(ctx, msg); err != nil {
 				log.Error(err, "Could not answer a message", "chat", msg.Chat.ID, "msg", msg.ID)
@@ -376,6 +406,7 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		return onMessage(ctx, e, u.Message)
 	})
 	d.OnBotCallbackQuery(func(ctx context.Context, e tg.Entities, u *tg.UpdateBotCallbackQuery) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateCallback)
 		chat, ok := chatOf(e, u.Peer, 0)
 		if !ok {
 			return nil
@@ -389,13 +420,18 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		return nil
 	})
 	d.OnUserTyping(func(ctx context.Context, _ tg.Entities, u *tg.UpdateUserTyping) error {
-		if a, ok := u.Action.(*tg.SendMessageStopDraftAction); ok {
-			log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
-			l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
+		a, ok := u.Action.(*tg.SendMessageStopDraftAction)
+		if !ok {
+			botmetrics.UpdateTaken(botmetrics.UpdateOther)
+			return nil
 		}
+		botmetrics.UpdateTaken(botmetrics.UpdateDraftStop)
+		log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
+		l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
 		return nil
 	})
 	d.OnBotGuestChatQuery(func(ctx context.Context, _ tg.Entities, u *tg.UpdateBotGuestChatQuery) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateGuestQuery)
 		m, ok := u.Message.(*tg.Message)
 		if !ok {
 			return nil
@@ -413,6 +449,23 @@ func register(d tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, l
 		})
 		return nil
 	})
+	d.OnFallback(func(context.Context, tg.Entities, tg.UpdateClass) error {
+		botmetrics.UpdateTaken(botmetrics.UpdateOther)
+		return nil
+	})
+}
+
+// incoming reads a message someone sent the bot; its own messages, and
+// its guest answers echoed (sent via the bot, whose id is self), are not.
+func incoming(e tg.Entities, mc tg.MessageClass, self int64) (bot.Message, bool) {
+	m, ok := mc.(*tg.Message)
+	if !ok || m.Out {
+		return bot.Message{}, false
+	}
+	if via, ok := m.GetViaBotID(); ok && via == self {
+		return bot.Message{}, false
+	}
+	return convertMessage(e, m)
 }
 
 // botAPIID is the Bot API chat id of p.

@@ -23,6 +23,7 @@ import (
 	"github.com/gotd/td/tgerr"
 
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/botmetrics"
 )
 
 // API implements bot.Telegram on a gotd client. The client is replaced
@@ -484,7 +485,7 @@ func (a *API) onDC(ctx context.Context, dc int) (*tg.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to DC %d: %w", dc, err)
 	}
-	c := tg.NewClient(inv)
+	c := tg.NewClient(botmetrics.Invoker(inv))
 	a.dcs[dc] = c
 	return c, nil
 }

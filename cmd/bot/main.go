@@ -48,6 +48,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/botmetrics"
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
@@ -146,7 +147,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log.Info("Starting", "namespace", *namespace, "pool", *pool, "dc", *dc, "dcAddr", *dcAddr,
+	log.Info("Starting the bot", "namespace", *namespace, "pool", *pool, "dc", *dc, "dcAddr", *dcAddr,
 		"admins", admins, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -155,9 +156,6 @@ func run() error {
 	health := &probes.Health{}
 	if err := probes.Serve(context.Background(), *probeAddr, health); err != nil {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
-	}
-	if err := probes.Serve(context.Background(), *metrics, probes.Metrics()); err != nil {
-		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
 	cfg, err := config.GetConfig()
@@ -214,6 +212,9 @@ func run() error {
 	}
 
 	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
+	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry())...)); err != nil {
+		return fmt.Errorf("-metrics-bind-address: %w", err)
+	}
 	tc := tgclient.New(b, opts)
 	b.SetTelegram(tc.API)
 

@@ -1,0 +1,95 @@
+package botmetrics_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gotd/td/tg"
+	"github.com/gotd/td/tgerr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/botmetrics"
+	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/bot/probes"
+)
+
+// register adds a job named name to r, observed in phase (none: queued).
+func register(r *jobs.Registry, name string, phase shellv1alpha1.ShellJobPhase) *jobs.Job {
+	j := jobs.New(jobs.Info{Name: name, Created: time.Now()}, nil)
+	if phase != "" {
+		j.Observe(&shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: phase}})
+	}
+	r.Register(j)
+	return j
+}
+
+func TestJobsByState(t *testing.T) {
+	r := jobs.NewRegistry()
+	register(r, "queued", "")
+	register(r, "running", shellv1alpha1.PhaseRunning)
+	register(r, "running-too", shellv1alpha1.PhaseRunning)
+	register(r, "stopping", shellv1alpha1.PhaseRunning).Cancel(shellv1alpha1.StopReasonUser)
+	register(r, "delivering", shellv1alpha1.PhaseSucceeded).MarkEnded()
+	gone := register(r, "delivered", shellv1alpha1.PhaseSucceeded)
+	gone.MarkEnded()
+	r.Finish(gone)
+
+	want := `
+# HELP shelljob_bot_jobs Jobs the bot shows, from their command to the delivery of their final, by state (queued, running, stopping, delivering).
+# TYPE shelljob_bot_jobs gauge
+shelljob_bot_jobs{state="delivering"} 1
+shelljob_bot_jobs{state="queued"} 1
+shelljob_bot_jobs{state="running"} 2
+shelljob_bot_jobs{state="stopping"} 1
+`
+	if err := testutil.CollectAndCompare(botmetrics.Jobs(r), strings.NewReader(want), botmetrics.JobsName); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestServed: every metric of Names is on the bot's /metrics, beside the
+// process's, and passes Prometheus's lint (units, _total suffixes, help).
+func TestServed(t *testing.T) {
+	r := jobs.NewRegistry()
+	register(r, "running", shellv1alpha1.PhaseRunning)
+	botmetrics.UpdateTaken(botmetrics.UpdateMessage)
+	_ = botmetrics.Invoker(failing(tgerr.New(420, "FLOOD_WAIT_2"))).Invoke(context.Background(), &tg.MessagesSendMessageRequest{}, nil)
+
+	rec := httptest.NewRecorder()
+	probes.Metrics(botmetrics.Collectors(r)...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
+	}
+	body := rec.Body.String()
+	for _, name := range append(botmetrics.Names(), "process_resident_memory_bytes") {
+		if !strings.Contains(body, "\n"+name) {
+			t.Errorf("no %s on /metrics", name)
+		}
+	}
+	for _, line := range []string{
+		`shelljob_bot_jobs{state="running"} 1`,
+		`shelljob_bot_updates_total{kind="callback"} 0`,
+		`shelljob_bot_telegram_flood_waits_total{method="messages.sendMessage"}`,
+		`shelljob_bot_telegram_call_errors_total{method="messages.sendMessage",type="FLOOD_WAIT"}`,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("no %s on /metrics", line)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(botmetrics.Collectors(r)...)
+	problems, err := testutil.GatherAndLint(reg, botmetrics.Names()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
