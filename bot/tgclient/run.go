@@ -1,6 +1,7 @@
 package tgclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ type Options struct {
 	Log logr.Logger
 	// Ready, when set, is called once the bot takes updates.
 	Ready func()
+	// CallTimeout bounds each attempt of a Telegram call whose context has
+	// no earlier deadline. Defaults to DefaultCallTimeout.
+	CallTimeout time.Duration
 }
 
 // Client is the bot's Telegram connection.
@@ -192,6 +196,7 @@ func (c *Client) connect() {
 		Middlewares: []telegram.Middleware{
 			telegram.MiddlewareFunc(w.watch),
 			waiter,
+			callDeadline(cmp.Or(o.CallTimeout, DefaultCallTimeout)),
 			updhook.UpdateHook(c.feed.Handle),
 			updhook.AffectedHook(c.feed),
 			// Innermost, so that each attempt and each flood wait counts.
