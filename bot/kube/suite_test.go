@@ -23,16 +23,6 @@ func TestMain(m *testing.M) {
 // namespace makes a namespace of its own for one test.
 func namespace(t *testing.T) string { return env.Namespace(t, "bot") }
 
-// watchClient is an admin client that can watch.
-func watchClient(t *testing.T) client.WithWatch {
-	t.Helper()
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // newCluster is the bot's Cluster on ns as cfg's user, with its cache
 // started until the end of the test.
 func newCluster(t *testing.T, cfg *rest.Config, ns string) *kube.Cluster {
