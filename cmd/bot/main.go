@@ -95,15 +95,15 @@ func run() error {
 	)
 	flag.Parse()
 	log := crzap.New(crzap.WriteTo(os.Stderr), crzap.Level(zapcore.Level(-*verbosity)))
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return err
+	}
+	c, err := kubeClient(cfg)
+	if err != nil {
+		return err
+	}
 	if *goOffline || *dropPools != "" {
-		cfg, err := config.GetConfig()
-		if err != nil {
-			return err
-		}
-		c, err := kubeClient(cfg)
-		if err != nil {
-			return err
-		}
 		if *goOffline {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -158,14 +158,6 @@ func run() error {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
 	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
-	cfg, err := config.GetConfig()
-	if err != nil {
-		return err
-	}
-	c, err := kubeClient(cfg)
-	if err != nil {
-		return err
-	}
 	agent, err := agentclient.New(cfg, agentclient.Options{Container: *container, ShareFollows: true})
 	if err != nil {
 		return err
