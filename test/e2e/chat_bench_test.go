@@ -410,7 +410,7 @@ func flood(t *testing.T, chat Chat, n int) {
 		t.Errorf("%d of %d floods lost their final", lost, n)
 	}
 	if peakBytes-idle >= floodBar {
-		t.Errorf("%d floods: the bot's peak %.1f MiB is %.1f MiB above its %.1f MiB at rest; the bar is under %d MiB",
+		t.Errorf("%d flood(s) at once: the bot's peak %.1f MiB is %.1f MiB above its %.1f MiB at rest; the bar is under %d MiB",
 			n, mib(peakBytes), mib(peakBytes-idle), mib(idle), floodBar>>20)
 	}
 }
