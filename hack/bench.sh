@@ -15,8 +15,12 @@
 #            echo hi`, whole processes, E2E_BENCH_CLI_RUNS runs each (30).
 #   chat     the whole stack through the fake Telegram: message to reply,
 #            to first preview, .k to final, at rest and with the pool busy,
-#            beside plain kubectl exec; and a soak of E2E_SOAK_JOBS (500)
-#            jobs that counts what was lost, peak memory and API writes.
+#            beside plain kubectl exec; a soak of E2E_SOAK_JOBS (500)
+#            jobs that counts what was lost, peak memory and API writes;
+#            then the bot's memory through E2E_FLOODS (1,16) `yes` floods
+#            at once, stopped after 10 s, beside its memory at rest.
+#            E2E_FLOODS=1,16,64 adds 64, which scales the shell pool to 64
+#            workers; on a 2-CPU machine it starves the cluster.
 #
 # Environment: BENCHTIME (default 1s) and COUNT (default 5) are passed to
 # go test; each figure is the median of the COUNT runs. BENCH_FORMAT=markdown
@@ -122,18 +126,26 @@ section_output() {
 
 # BENCH_LOG is the output of the last e2e_bench, for bench.
 BENCH_LOG=""
+# FAILED lists the e2e benchmarks that failed; bench.sh then exits 1.
+FAILED=()
 
 # e2e_bench TEST TIMEOUT: runs test/e2e's TEST on the stack (hack/e2e.sh
 # --setup) with E2E_BENCH=1 into BENCH_LOG; the test prints
-# "BENCH name value unit" lines. The caller removes BENCH_LOG.
+# "BENCH name value unit" lines. A test that fails an assertion (a bar
+# not met, something lost) still has its figures printed, and bench.sh
+# exits 1 at the end; one that left a figure out stops the section. The
+# caller removes BENCH_LOG.
 e2e_bench() {
   local test="$1" timeout="$2" context
   context="$("${HACK_DIR}/e2e.sh" --setup | tail -n 1)"
   BENCH_LOG="$(mktemp)"
   log "go test -tags e2e -run ${test} on ${context}"
-  (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
-    go test -tags e2e -count=1 -v -timeout "${timeout}" -run "^${test}\$" ./test/e2e/) > "${BENCH_LOG}" ||
-    { tail -30 "${BENCH_LOG}" >&2; die "${test} failed"; }
+  if ! (cd "${ROOT_DIR}" && E2E_BENCH=1 E2E_CONTEXT="${context}" KUBECTL="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl" \
+    go test -tags e2e -count=1 -v -timeout "${timeout}" -run "^${test}\$" ./test/e2e/) > "${BENCH_LOG}"; then
+    grep -E '^\s*(--- FAIL|[a-z_]+_test\.go:[0-9]+:)' "${BENCH_LOG}" | tail -30 >&2 || tail -30 "${BENCH_LOG}" >&2
+    log "${test} failed; its figures follow"
+    FAILED+=("${test}")
+  fi
 }
 
 # bench NAME: the value of figure NAME in BENCH_LOG.
@@ -204,18 +216,32 @@ section_cluster() {
 
 # section_chat: TestBenchChat, the whole stack through the fake Telegram.
 section_chat() {
-  e2e_bench TestBenchChat 60m
+  local floods=() rows n
+  IFS=', ' read -r -a floods <<< "${E2E_FLOODS:-1,16}"
+  e2e_bench 'TestBenchChat(Floods)?' 60m
   # shellcheck disable=SC2064
   trap "rm -f '${BENCH_LOG}'" RETURN
-  echo "== Through the bot (kind, the fake Telegram's clock) =="
-  ratio_table "46 12 12" shelljob baseline \
-    "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50" \
-    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50" \
-    "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000" \
-    ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50" \
-    "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50" \
+  rows=(
+    "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50"
+    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50"
+    "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000"
+    ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50"
+    "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50"
     "pool busy: .k to final p50 (ms)|chat_busy_stop_p50|chat_stop_base_p50"
-  echo "(baselines: plain kubectl exec of the same command, or of pkill -INT for a stop, in the same run)"
+  )
+  for n in "${floods[@]}"; do
+    rows+=("flood of ${n} yes, 10 s: bot peak memory (MiB)|chat_flood_${n}_peak_mem|chat_flood_${n}_idle_mem"
+      "flood of ${n} yes: bot memory 30 s after (MiB)|chat_flood_${n}_after_mem|chat_flood_${n}_idle_mem")
+  done
+  echo "== Through the bot (kind, the fake Telegram's clock) =="
+  ratio_table "46 12 12" shelljob baseline "${rows[@]}"
+  echo "(baselines: plain kubectl exec of the same command, or of pkill -INT for a stop, in the same run;"
+  echo " for a flood, the bot container's memory at rest just before it, from its cgroup on the kind node)"
+  for n in "${floods[@]}"; do
+    printf 'flood of %s yes: peak %s MiB above the rest (bar: under 64), %s finals lost, each final from at least %s MiB kept\n' \
+      "${n}" "$(awk -v p="$(bench "chat_flood_${n}_peak_mem")" -v i="$(bench "chat_flood_${n}_idle_mem")" 'BEGIN { printf "%.1f", p - i }')" \
+      "$(bench "chat_flood_${n}_finals_lost")" "$(bench "chat_flood_${n}_min_kept")"
+  done
   echo
   echo "== Soak: $(bench soak_jobs) jobs through the 16-worker pool from the fake Telegram =="
   printf '%-34s %s\n' "time" "$(bench soak_seconds) s" \
@@ -249,6 +275,7 @@ main() {
   for s in "${sections[@]}"; do
     "section_${s}"
   done
+  [[ ${#FAILED[@]} -eq 0 ]] || die "failed: ${FAILED[*]}"
 }
 
 main "$@"

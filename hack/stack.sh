@@ -90,6 +90,12 @@ spec:
         env:
         - name: SERVICE_ADDR
           value: "${FAKETG}.${STACK_NAMESPACE}.svc:8443"
+        # The fake keeps up to 256 MiB of the files the bot sent (a yes
+        # flood's output.txt is 32 MiB), and its heap may grow to twice
+        # what it keeps: past 512Mi it was OOM-killed mid-run, and lost
+        # every chat. The GC holds it under GOMEMLIMIT.
+        - name: GOMEMLIMIT
+          value: 768MiB
         ports:
         - {name: mtproto, containerPort: 8443}
         - {name: control, containerPort: 8080}
@@ -102,7 +108,7 @@ spec:
           capabilities: {drop: [ALL]}
         resources:
           requests: {cpu: 20m, memory: 32Mi}
-          limits: {memory: 512Mi}
+          limits: {memory: 1Gi}
         volumeMounts:
         - {name: key, mountPath: /keys, readOnly: true}
         - {name: tmp, mountPath: /tmp}

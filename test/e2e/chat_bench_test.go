@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,8 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg/control"
+	jobstate "shelljob.dev/shelljob/internal/shelljob"
 )
 
 // TestBenchChat measures the whole stack through the fake Telegram, each
@@ -259,4 +267,426 @@ func peakMemory(t *testing.T, ns, selector string) int64 {
 		}
 	}
 	return peak
+}
+
+// floodCounts are the numbers of concurrent `yes` floods of
+// TestBenchChatFloods; E2E_FLOODS (comma-separated) changes them. 64,
+// which the issue asks for too, is left out: on a 2-CPU machine it starves
+// the cluster (BENCHMARKS.md).
+const floodCounts = "1,16"
+
+const (
+	// floodFor is how long the floods run before the .k all.
+	floodFor = 10 * time.Second
+	// floodSettle is how long after the last final the bot's memory is
+	// read again, to see whether it was given back.
+	floodSettle = 30 * time.Second
+	// floodBar is the issue's bar: the bot's peak stays under this above
+	// its memory at rest.
+	floodBar = 64 << 20
+	// floodCPU is the CPU, in millicores, that the workers of n floods
+	// may use together: each gets floodCPU/n.
+	floodCPU = 1000
+)
+
+// TestBenchChatFloods: n `.a yes` floods sent at once in the group (n =
+// 1 and 16; E2E_FLOODS=1,16,64 adds 64), stopped with .k all after 10 s.
+// It reports the bot container's memory at rest before, its peak from the
+// first command to the last final, and its memory 30 s after, from its
+// cgroup on its kind node; and fails when the peak is 64 MiB or more above
+// the rest, when a final is lost, or when one does not end with the stop
+// line.
+//
+// The shell pool gets n workers (at least the chart's 16), as one job runs
+// on a worker at a time, and the floods one CPU in all: each worker asks
+// for 10m and may use 1/n of a CPU. At the chart's 100m and 2 CPUs each,
+// 64 workers do not fit the two kind nodes of a 2-CPU machine, and 16
+// floods starved the API server there until the operator lost its lease.
+// A flood still writes more in 10 s than the spool keeps (its first and
+// last 16 MiB), which is what a final is built from: the smallest kept
+// output is reported. The pool is put back as it was at the end.
+//
+// It runs with E2E_BENCH=1, after TestBenchChat: it resets the bot's
+// high-water mark, which the soak reads.
+func TestBenchChatFloods(t *testing.T) {
+	if os.Getenv("E2E_BENCH") == "" {
+		t.Skip("E2E_BENCH is not set: hack/bench.sh chat runs this")
+	}
+	var counts []int
+	for _, f := range strings.Split(envOr("E2E_FLOODS", floodCounts), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("E2E_FLOODS: %q is not a number of floods", f)
+		}
+		counts = append(counts, n)
+	}
+	p := Chats(t)
+	restoreShellPool(t)
+	for _, n := range counts {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			chat := p.Group
+			chat.t = t
+			flood(t, chat, n)
+		})
+	}
+}
+
+// flood runs n `yes` floods at once in chat, stops them after floodFor,
+// and reports the bot's memory.
+func flood(t *testing.T, chat Chat, n int) {
+	floodPool(t, n)
+	name := fmt.Sprintf("chat_flood_%d_", n)
+	bot := botCgroup(t)
+	idle := bot.usage(t)
+	peak := bot.watchPeak(t)
+
+	cmds := sendAll(t, chat, n, ".a yes")
+	// A flood left running would starve the cluster: stop what a failed
+	// test leaves.
+	t.Cleanup(func() { stopFloods(t, chat, cmds) })
+	poll(t, 5*time.Minute, fmt.Sprintf("%d floods running", n), func() (bool, string) {
+		running := 0
+		for _, j := range floodJobs(t, chat, cmds) {
+			if j.Status.Phase == shellv1alpha1.PhaseRunning {
+				running++
+			}
+		}
+		return running == n, fmt.Sprintf("%d running", running)
+	})
+	time.Sleep(floodFor)
+	chat.Answer(chat.Send(".k all"))
+
+	// A final is the preview edited into the final's end, and, as the
+	// output is long, the output.txt under it.
+	finals := waitAll(t, chat, cmds, 10*time.Minute, func(cmd, m control.Message) bool {
+		return IsFinalOf(cmd, m)
+	})
+	fileOf := map[int]int{} // the final's message → the command's
+	for id, fin := range finals {
+		fileOf[fin.ID] = id
+	}
+	files := map[int]bool{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(files) < len(finals) && time.Now().Before(deadline) {
+		for _, m := range messagesNow(chat) {
+			if id, ok := fileOf[m.ReplyTo]; ok && m.Out && m.Media != nil && m.Media.Name == texts.OutputFileName {
+				files[id] = true
+			}
+		}
+		time.Sleep(chatPoll)
+	}
+	peakBytes := peak()
+	bot.sameContainer(t)
+
+	lost := 0
+	for _, cmd := range cmds {
+		fin, ok := finals[cmd.ID]
+		switch {
+		case !ok:
+			lost++
+		case !files[cmd.ID]:
+			lost++
+			t.Errorf("the final of message %d came without its %s: %q", cmd.ID, texts.OutputFileName, tail(fin.Text, 200))
+		case !strings.HasSuffix(fin.Text, "\n"+texts.StoppedNote(130)):
+			t.Errorf("the final of message %d does not end with the stop line: %q", cmd.ID, tail(fin.Text, 200))
+		}
+	}
+	minKept := int64(-1)
+	for _, j := range floodJobs(t, chat, cmds) {
+		if kept := j.Status.OutputBytes - j.Status.DroppedBytes; minKept < 0 || kept < minKept {
+			minKept = kept
+		}
+	}
+	time.Sleep(floodSettle)
+	after := bot.usage(t)
+
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	report(name+"idle_mem", mib(idle), "MiB")
+	report(name+"peak_mem", mib(peakBytes), "MiB")
+	report(name+"after_mem", mib(after), "MiB")
+	report(name+"finals_lost", float64(lost), "finals")
+	report(name+"min_kept", mib(minKept), "MiB")
+	if lost != 0 {
+		t.Errorf("%d of %d floods lost their final", lost, n)
+	}
+	if peakBytes-idle >= floodBar {
+		t.Errorf("%d flood(s) at once: the bot's peak %.1f MiB is %.1f MiB above its %.1f MiB at rest; the bar is under %d MiB",
+			n, mib(peakBytes), mib(peakBytes-idle), mib(idle), floodBar>>20)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// sendAll sends text n times at once in chat and returns the messages.
+func sendAll(t *testing.T, chat Chat, n int, text string) []control.Message {
+	t.Helper()
+	cmds := make([]control.Message, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := chat.ctx(30 * time.Second)
+			defer cancel()
+			cmds[i], errs[i] = chat.api.Send(ctx, control.SendRequest{User: chat.User, Chat: chat.ID, Text: text})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("send %q: %v", text, err)
+		}
+	}
+	return cmds
+}
+
+// waitAll waits until each of cmds has a message that match says is its
+// own, or until timeout, and returns what it found by command.
+func waitAll(t *testing.T, chat Chat, cmds []control.Message, timeout time.Duration,
+	match func(cmd, m control.Message) bool) map[int]control.Message {
+	t.Helper()
+	found := map[int]control.Message{}
+	deadline := time.Now().Add(timeout)
+	for len(found) < len(cmds) && time.Now().Before(deadline) {
+		for _, m := range messagesNow(chat) {
+			for _, cmd := range cmds {
+				if _, ok := found[cmd.ID]; !ok && match(cmd, m) {
+					found[cmd.ID] = m
+				}
+			}
+		}
+		time.Sleep(chatPoll)
+	}
+	return found
+}
+
+// messagesNow is Chat.Messages that gives none on an error, as the
+// fake's port-forward can drop under load; the callers read again.
+func messagesNow(chat Chat) []control.Message {
+	ctx, cancel := chat.ctx(30 * time.Second)
+	defer cancel()
+	ms, err := chat.api.Messages(ctx, chat.ID)
+	if err != nil {
+		chat.t.Logf("the chat's messages: %v", err)
+		return nil
+	}
+	return ms.Messages
+}
+
+// floodJobs are the ShellJobs of command messages cmds of chat.
+func floodJobs(t *testing.T, chat Chat, cmds []control.Message) []shellv1alpha1.ShellJob {
+	t.Helper()
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	since := map[int64]time.Time{}
+	for _, m := range cmds {
+		// As in JobOf: a reset fake numbers its messages from 1 again.
+		since[int64(m.ID)] = m.Date.Add(-2 * time.Second)
+	}
+	var out []shellv1alpha1.ShellJob
+	for _, j := range list.Items {
+		o := j.Spec.Origin
+		if s, ok := since[o.Message]; ok && o.Source == shellv1alpha1.OriginTelegram && o.Chat == chat.ID && !j.CreationTimestamp.Time.Before(s) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// stopFloods stops the jobs of cmds that are still running or queued, as
+// .k does, without the bot.
+func stopFloods(t *testing.T, chat Chat, cmds []control.Message) {
+	for _, j := range floodJobs(t, chat, cmds) {
+		if j.Spec.Stop || jobstate.IsFinished(&j) {
+			continue
+		}
+		patch := client.MergeFrom(j.DeepCopy())
+		j.Spec.Stop = true
+		if err := c.Patch(context.Background(), &j, patch); err != nil {
+			t.Logf("stop %s: %v", j.Name, err)
+		}
+	}
+}
+
+// floodPool gives the shell pool max(n, 16) workers, each asking for 10m
+// of CPU and limited to floodCPU/n, and waits until they are all ready.
+func floodPool(t *testing.T, n int) {
+	t.Helper()
+	replicas := max(n, ShellPoolSize)
+	cpu := fmt.Sprintf("%dm", floodCPU/n)
+	t.Logf("the shell pool: %d workers, each asking for 10m of CPU and limited to %s", replicas, cpu)
+	run(t, "-n", Namespace, "patch", "shellpool", "shell", "--type=merge", "-p",
+		fmt.Sprintf(`{"spec":{"replicas":%d,"resources":{"requests":{"cpu":"10m"},"limits":{"cpu":%q}}}}`, replicas, cpu))
+	waitShellPool(t, replicas)
+}
+
+// restoreShellPool puts the shell pool's replicas and resources back as
+// they are now when the test ends.
+func restoreShellPool(t *testing.T) {
+	t.Helper()
+	var was struct {
+		Spec struct {
+			Replicas  int32           `json:"replicas"`
+			Resources json.RawMessage `json:"resources"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(run(t, "-n", Namespace, "get", "shellpool", "shell", "-o", "json")), &was); err != nil {
+		t.Fatal(err)
+	}
+	restore, err := json.Marshal([]map[string]any{
+		{"op": "replace", "path": "/spec/replicas", "value": was.Spec.Replicas},
+		{"op": "replace", "path": "/spec/resources", "value": was.Spec.Resources},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		run(t, "-n", Namespace, "patch", "shellpool", "shell", "--type=json", "-p", string(restore))
+		waitShellPool(t, int(was.Spec.Replicas))
+	})
+}
+
+// waitShellPool waits until the shell pool is Available with n workers of
+// its current revision ready and no old revision left.
+func waitShellPool(t *testing.T, n int) {
+	t.Helper()
+	pool := &shellv1alpha1.ShellPool{}
+	poll(t, 10*time.Minute, fmt.Sprintf("the shell pool available with %d workers", n), func() (bool, string) {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: "shell"}, pool); err != nil {
+			return false, err.Error()
+		}
+		return pool.Status.ObservedGeneration == pool.Generation &&
+				meta.IsStatusConditionTrue(pool.Status.Conditions, shellv1alpha1.ShellPoolAvailable) &&
+				pool.Status.ReadyReplicas == int32(n) && len(pool.Status.OldRevisions) == 0,
+			fmt.Sprintf("ready %s, old revisions %v", pool.Status.Ready, pool.Status.OldRevisions)
+	})
+}
+
+// memCgroup is a container's memory cgroup on its kind node: cgroup v1
+// (memory.usage_in_bytes, memory.max_usage_in_bytes) or v2
+// (memory.current).
+type memCgroup struct {
+	node, container, dir string
+	v2                   bool
+}
+
+// botCgroup finds the memory cgroup of the bot's container (not its pod's,
+// which counts the sandbox too) on its node.
+func botCgroup(t *testing.T) memCgroup {
+	t.Helper()
+	out := strings.TrimSpace(run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot",
+		"--field-selector=status.phase=Running", "-o",
+		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="bot")]}{.containerID}{end}{"\n"}{end}`))
+	lines := strings.Split(out, "\n")
+	node, id, ok := strings.Cut(lines[0], " ")
+	if len(lines) != 1 || !ok || id == "" {
+		t.Fatalf("want one running bot pod with its container, have %q", out)
+	}
+	_, id, _ = strings.Cut(id, "://")
+	script := fmt.Sprintf(`for d in $(find /sys/fs/cgroup -type d -name '*%s*' 2>/dev/null); do
+  if [ -f "$d/memory.max_usage_in_bytes" ]; then echo "v1 $d"; elif [ -f "$d/memory.current" ]; then echo "v2 $d"; fi
+done`, id)
+	b, err := dockerExec(node, "sh", "-c", script)
+	if err != nil {
+		t.Fatalf("the bot's cgroup on %s: %v\n%s", node, err, b)
+	}
+	kind, dir, ok := strings.Cut(strings.TrimSpace(b), " ")
+	if !ok || strings.Contains(dir, "\n") {
+		fs, _ := dockerExec(node, "stat", "-fc", "%T", "/sys/fs/cgroup")
+		t.Fatalf("no single memory cgroup of the bot's container %s on %s (%s at /sys/fs/cgroup): "+
+			"want a directory with memory.max_usage_in_bytes (v1) or memory.current (v2), found %q",
+			id, node, strings.TrimSpace(fs), b)
+	}
+	m := memCgroup{node: node, container: id, dir: dir, v2: kind == "v2"}
+	t.Logf("the bot's memory cgroup (%s): %s:%s", kind, node, dir)
+	return m
+}
+
+func (m memCgroup) read(t *testing.T, file string) int64 {
+	t.Helper()
+	b, err := dockerExec(m.node, "cat", m.dir+"/"+file)
+	if err != nil {
+		t.Fatalf("%s on %s: %v\n%s", file, m.node, err, b)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
+	if err != nil {
+		t.Fatalf("%s on %s: %q", file, m.node, b)
+	}
+	return v
+}
+
+// usage is the cgroup's memory now, page cache included.
+func (m memCgroup) usage(t *testing.T) int64 {
+	t.Helper()
+	if m.v2 {
+		return m.read(t, "memory.current")
+	}
+	return m.read(t, "memory.usage_in_bytes")
+}
+
+// watchPeak starts measuring the cgroup's peak memory, and returns the
+// function that stops and returns it. On v1 it resets the high-water mark
+// memory.max_usage_in_bytes; v2's memory.peak cannot be reset for every
+// reader, so a loop on the node samples memory.current every 100 ms (it
+// ends by itself after an hour).
+func (m memCgroup) watchPeak(t *testing.T) func() int64 {
+	t.Helper()
+	if !m.v2 {
+		if b, err := dockerExec(m.node, "sh", "-c", fmt.Sprintf("echo 0 > %s/memory.max_usage_in_bytes", m.dir)); err != nil {
+			t.Fatalf("reset memory.max_usage_in_bytes on %s: %v\n%s", m.node, err, b)
+		}
+		return func() int64 { return m.read(t, "memory.max_usage_in_bytes") }
+	}
+	stop := fmt.Sprintf("/tmp/shelljob-e2e-peak-%d", time.Now().UnixNano())
+	cmd := exec.Command("docker", "exec", m.node, "sh", "-c", fmt.Sprintf(`max=0; end=$(($(date +%%s) + 3600))
+while [ ! -e %[1]s ] && [ "$(date +%%s)" -lt "$end" ]; do
+  v=$(cat %[2]s/memory.current) || break
+  [ "$v" -gt "$max" ] && max=$v
+  sleep 0.1
+done
+rm -f %[1]s; echo "$max"`, stop, m.dir))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		once sync.Once
+		peak int64
+	)
+	done := func() int64 {
+		once.Do(func() {
+			if b, err := dockerExec(m.node, "touch", stop); err != nil {
+				t.Errorf("stop the memory sampler on %s: %v\n%s", m.node, err, b)
+			}
+			err := cmd.Wait()
+			v, perr := strconv.ParseInt(strings.TrimSpace(out.String()), 10, 64)
+			if err != nil || perr != nil {
+				t.Errorf("the memory sampler on %s: %v %q", m.node, err, out.String())
+			}
+			peak = v
+		})
+		return peak
+	}
+	t.Cleanup(func() { done() })
+	return done
+}
+
+// sameContainer fails the test if the bot's container is no longer the
+// one measured: it restarted (out of memory, say) or was replaced.
+func (m memCgroup) sameContainer(t *testing.T) {
+	t.Helper()
+	out := run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot", "-o",
+		`jsonpath={range .items[*].status.containerStatuses[?(@.name=="bot")]}{.containerID} {.restartCount} {.lastState.terminated.reason}{"\n"}{end}`)
+	if !strings.Contains(out, m.container) {
+		t.Errorf("the bot's container %s is gone during the flood: %q", m.container, out)
+	}
 }
