@@ -76,27 +76,29 @@ type jobFeed struct {
 	subs map[types.NamespacedName]map[chan struct{}]bool
 }
 
-// feed returns the cluster's jobFeed, added to the cache's informer on
-// the first call.
+// feed returns the cluster's jobFeed, added to the cache's informer by the
+// first call that gets the informer: a call whose context ended first
+// leaves it to the next.
 func (c *Cluster) feed(ctx context.Context) (*jobFeed, error) {
-	c.feedOnce.Do(func() {
-		inf, err := c.Cache.GetInformer(ctx, &shellv1alpha1.ShellJob{})
-		if err != nil {
-			c.feedErr = fmt.Errorf("shelljob informer: %w", err)
-			return
-		}
-		f := &jobFeed{subs: map[types.NamespacedName]map[chan struct{}]bool{}}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    f.changed,
-			UpdateFunc: func(_, obj any) { f.changed(obj) },
-			DeleteFunc: f.changed,
-		}); err != nil {
-			c.feedErr = fmt.Errorf("shelljob informer: %w", err)
-			return
-		}
-		c.jobFeed = f
-	})
-	return c.jobFeed, c.feedErr
+	c.feedMu.Lock()
+	defer c.feedMu.Unlock()
+	if c.jobFeed != nil {
+		return c.jobFeed, nil
+	}
+	inf, err := c.Cache.GetInformer(ctx, &shellv1alpha1.ShellJob{})
+	if err != nil {
+		return nil, fmt.Errorf("shelljob informer: %w", err)
+	}
+	f := &jobFeed{subs: map[types.NamespacedName]map[chan struct{}]bool{}}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    f.changed,
+		UpdateFunc: func(_, obj any) { f.changed(obj) },
+		DeleteFunc: f.changed,
+	}); err != nil {
+		return nil, fmt.Errorf("shelljob informer: %w", err)
+	}
+	c.jobFeed = f
+	return f, nil
 }
 
 func (f *jobFeed) changed(obj any) {

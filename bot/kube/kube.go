@@ -36,9 +36,8 @@ type Cluster struct {
 	// List read them there, all through one watch.
 	Cache cache.Cache
 
-	feedOnce sync.Once
-	jobFeed  *jobFeed
-	feedErr  error
+	feedMu  sync.Mutex
+	jobFeed *jobFeed
 }
 
 // worker is the key of the worker pod named name.
