@@ -124,38 +124,25 @@ func (d *Daemon) checkFiles(id string) error {
 // fetch the files to know.
 func (d *Daemon) countFiles(j *job) *agentapi.Files {
 	var n agentapi.Files
-	root := filepath.Join(j.dir, filesDir)
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if p != root && errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
+	err := walkOut(filepath.Join(j.dir, filesDir), func(_, _ string, fi fs.FileInfo) error {
+		if fi.Mode().IsRegular() {
+			n.Count++
+			n.Bytes += fi.Size()
 		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		fi, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		n.Count++
-		n.Bytes += fi.Size()
 		return nil
 	})
 	if err != nil {
-		d.log.Error(err, "counting a job's files", "job", j.id)
+		d.log.Error(err, "Could not count a job's files", "job", j.id)
 		return nil
 	}
 	return &n
 }
 
-func tarDir(root string, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+// walkOut calls fn with each path below root, its path relative to root,
+// and its info, in lexical order. What is removed while it walks is
+// skipped.
+func walkOut(root string, fn func(p, rel string, fi fs.FileInfo) error) error {
+	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while we walked
@@ -176,10 +163,18 @@ func tarDir(root string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		return fn(p, rel, fi)
+	})
+}
+
+func tarDir(root string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := walkOut(root, func(p, rel string, fi fs.FileInfo) error {
 		var link string
 		switch {
 		case fi.Mode().IsDir(), fi.Mode().IsRegular():
 		case fi.Mode()&fs.ModeSymlink != 0:
+			var err error
 			if link, err = os.Readlink(p); err != nil {
 				return err
 			}
