@@ -72,6 +72,9 @@ type Config struct {
 	// Files caps the files the bot moves; each zero field takes its
 	// default.
 	Files FileLimits
+	// TempDir holds the long outputs of finals being sent. Defaults to
+	// the system's temporary directory.
+	TempDir string
 }
 
 // Bot answers the admins' messages. Create it with New, set its names with
@@ -89,10 +92,15 @@ type Bot struct {
 	primary string
 	ctx     context.Context // the pumps' context, set by Run
 	pumps   sync.WaitGroup
-	// bigFinals holds a slot for each final being built from a long
-	// output read again from the spool: the bot's largest memory cost.
+	// bigFinals holds a slot for each final whose long output is read
+	// again from the spool into a temporary file: it bounds the bot's
+	// disk and the reads it asks of the agents at once.
 	bigFinals chan struct{}
 }
+
+// maxBigFinals is how many finals read their long output again from the
+// spool at once.
+const maxBigFinals = 2
 
 // New returns a Bot.
 func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
@@ -106,7 +114,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 		cfg.Log = logr.Discard()
 	}
 	cfg.Files.setDefaults()
-	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(), bigFinals: make(chan struct{}, 1)}
+	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(), bigFinals: make(chan struct{}, maxBigFinals)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}

@@ -3,6 +3,7 @@ package bot
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,13 +11,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"path"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +24,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/bot/longoutput"
 	"shelljob.dev/shelljob/bot/pace"
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
@@ -32,7 +32,6 @@ import (
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/shelljob"
-	"shelljob.dev/shelljob/internal/termrender"
 )
 
 // FollowRetry is the wait before following a job's output again after the
@@ -764,29 +763,33 @@ func (r *run) deliver(ctx context.Context) {
 	r.job.MarkEnded()
 	code, ran, stop := r.outcome()
 	output, note := "", ""
+	var long *longoutput.Output
 	if ran {
 		if r.fromSpool() {
-			// At most bigFinals long outputs are in memory at once, each
-			// until its final is sent.
+			// At most bigFinals long outputs are read again at once.
 			select {
 			case b.bigFinals <- struct{}{}:
-				defer func() {
-					<-b.bigFinals
-					debug.FreeOSMemory()
-				}()
+				defer func() { <-b.bigFinals }()
 			case <-ctx.Done():
 				return
 			}
 		}
-		output, note = r.finalOutput(ctx)
+		output, long, note = r.finalOutput(ctx)
+		if long != nil {
+			defer long.Close()
+		}
 	}
 	if note == "" {
 		note = r.endNote
 	}
 	if r.kind == guestPreview {
-		r.sendGuestFinal(ctx, output, code, ran, stop, note)
+		r.sendGuestFinal(ctx, output, long, code, ran, stop, note)
 	} else {
-		final := preview.Final(output, code, ran, stop, note)
+		final, err := chatFinal(output, long, code, ran, stop, note)
+		if err != nil {
+			b.cfg.Log.Error(err, "Could not read a long output back; the final shows what the bot kept", "job", r.job.Name)
+			final, _ = chatFinal(r.keptText(), nil, code, ran, stop, cmp.Or(note, texts.OutputCut))
+		}
 		r.sendFinal(ctx, final)
 		if ran {
 			r.sendFiles(ctx)
@@ -807,27 +810,31 @@ func (r *run) fromSpool() bool {
 }
 
 // finalOutput is the output the final shows, rendered when the caller
-// renders, and the note that says why it may be cut.
-func (r *run) finalOutput(ctx context.Context) (output, note string) {
+// renders, and the note that says why it may be cut. An output read again
+// from the spool that is longer than keptBytes comes as long, kept in a
+// file; the caller closes it.
+func (r *run) finalOutput(ctx context.Context) (output string, long *longoutput.Output, note string) {
 	note, _ = workerNote(r.latest())
 	if !r.complete.Load() {
-		if note == "" {
-			note = texts.OutputCut
-		}
-		return r.keptText(), note
+		return r.keptText(), nil, cmp.Or(note, texts.OutputCut)
 	}
 	if !r.fromSpool() {
-		return r.buf.FinalText(r.render()), note
+		return r.buf.FinalText(r.render()), nil, note
 	}
-	text, err := r.spoolText(ctx)
+	long, err := longoutput.Write(r.b.cfg.TempDir, r.render(), func(w io.Writer) error {
+		_, err := r.b.cluster.Follow(ctx, r.latest(), 0, w)
+		return err
+	})
+	if err == nil && long.Size() <= keptBytes {
+		output, err = long.String()
+		long.Close()
+		long = nil
+	}
 	if err != nil {
 		r.b.cfg.Log.Error(err, "Could not read the output again from the spool; the final shows what the bot kept", "job", r.job.Name)
-		if note == "" {
-			note = texts.OutputCut
-		}
-		return r.keptText(), note
+		return r.keptText(), nil, cmp.Or(note, texts.OutputCut)
 	}
-	return text, note
+	return output, long, note
 }
 
 // keptText is what the bot kept of the output: its start and its end, with
@@ -840,21 +847,44 @@ func (r *run) keptText() string {
 	return text
 }
 
-// spoolText reads the whole output from the spool, as the agent kept it:
-// its not-kept lines give the real counts of what it dropped.
-func (r *run) spoolText(ctx context.Context) (string, error) {
-	var sb strings.Builder
-	if _, err := r.b.cluster.Follow(ctx, r.latest(), 0, &sb); err != nil {
-		return "", fmt.Errorf("read the output of %s: %w", r.job.Name, err)
+// finalText is a chat final as it goes out: a short one as text; a long one
+// as the message that shows its end and the .txt file that holds it whole.
+type finalText struct {
+	text string
+	long bool
+	head string
+	file func() File
+}
+
+// chatFinal is the final of a job (preview.Final), built from output, or
+// from long when set.
+func chatFinal(output string, long *longoutput.Output, code int, ran bool, stop preview.Stop, note string) (finalText, error) {
+	if long == nil {
+		final := preview.Final(output, code, ran, stop, note)
+		f := finalText{text: final, long: preview.IsLong(final)}
+		if f.long {
+			f.head = preview.LongHead(final)
+			f.file = func() File { return File{Name: texts.OutputFileName, Data: []byte(final)} }
+		}
+		return f, nil
 	}
-	text := sb.String()
-	if !utf8.ValidString(text) {
-		text = liveoutput.DecodeEscape([]byte(text))
+	end := preview.LongFinalEnd(code, stop, note)
+	tail, err := long.Tail(preview.MessageUnits)
+	if err != nil {
+		return finalText{}, err
 	}
-	if r.render() {
-		text = termrender.Render(text)
+	return finalText{long: true, head: preview.LongHead(tail + end), file: longFile(long, end)}, nil
+}
+
+// longFile is the .txt file of a long output followed by end.
+func longFile(long *longoutput.Output, end string) func() File {
+	return func() File {
+		return File{
+			Name:   texts.OutputFileName,
+			Reader: io.MultiReader(long.Reader(), strings.NewReader(end)),
+			Size:   long.Size() + int64(len(end)),
+		}
 	}
-	return text, nil
 }
 
 // workerNote is the note a final ends with when the job ended because
@@ -882,10 +912,24 @@ func workerNote(obj *shellv1alpha1.ShellJob) (note string, gone bool) {
 // sendGuestFinal edits a guest answer into its final. A long one becomes
 // the output.txt document under a caption with the output's end; if that
 // fails, the text cut to fit one message goes out as for a short one.
-func (r *run) sendGuestFinal(ctx context.Context, output string, code int, ran bool, stop preview.Stop, note string) {
+func (r *run) sendGuestFinal(ctx context.Context, output string, long *longoutput.Output, code int, ran bool, stop preview.Stop, note string) {
 	b := r.b
-	if caption, file, ok := preview.GuestLong(output, code, ran, stop, note); ok {
-		err := b.tg.EditGuestFile(ctx, *r.note.Guest, caption, File{Name: texts.OutputFileName, Data: []byte(file)})
+	caption, file, ok := "", File{}, false
+	if long != nil {
+		end, err := long.Tail(preview.MessageUnits)
+		if err != nil {
+			b.cfg.Log.Error(err, "Could not read a long output back; the final shows what the bot kept", "job", r.job.Name)
+			output, note = r.keptText(), cmp.Or(note, texts.OutputCut)
+		} else {
+			output, ok = end, true
+			caption = preview.GuestCaption(end, code, stop, note)
+			file = longFile(long, preview.GuestLongEnd(code, stop, note))()
+		}
+	} else if c, f, isLong := preview.GuestLong(output, code, ran, stop, note); isLong {
+		caption, file, ok = c, File{Name: texts.OutputFileName, Data: []byte(f)}, true
+	}
+	if ok {
+		err := b.tg.EditGuestFile(ctx, *r.note.Guest, caption, file)
 		if err == nil {
 			return
 		}
@@ -899,19 +943,19 @@ func (r *run) sendGuestFinal(ctx context.Context, output string, code int, ran b
 // sendPlain sends a final as before live output: a reply to the command,
 // as text, or as the .txt file from preview.FileChars characters on.
 // sync, when set, is called with the text before a text reply.
-func (r *run) sendPlain(ctx context.Context, final string, sync func(string)) (int, error) {
+func (r *run) sendPlain(ctx context.Context, final finalText, sync func(string)) (int, error) {
 	chat := r.note.Chat
-	if preview.IsLong(final) {
-		return r.b.tg.SendFile(ctx, chat, r.cmdMsg, File{Name: texts.OutputFileName, Data: []byte(final)})
+	if final.long {
+		return r.b.tg.SendFile(ctx, chat, r.cmdMsg, final.file())
 	}
 	if sync != nil {
-		sync(final)
+		sync(final.text)
 	}
-	return r.b.tg.SendText(ctx, chat, r.cmdMsg, final, false, nil)
+	return r.b.tg.SendText(ctx, chat, r.cmdMsg, final.text, false, nil)
 }
 
 // sendFinal delivers a chat job's final, by the caller's final mode.
-func (r *run) sendFinal(ctx context.Context, final string) {
+func (r *run) sendFinal(ctx context.Context, final finalText) {
 	b := r.b
 	chat := r.note.Chat
 	logErr := func(err error, what string) {
@@ -921,6 +965,11 @@ func (r *run) sendFinal(ctx context.Context, final string) {
 	}
 	syncDraft := func(text string) {
 		logErr(b.tg.Draft(ctx, chat, r.note.Draft, text), "Could not send the sync draft")
+	}
+	// text is the message that stands for the final.
+	text := final.text
+	if final.long {
+		text = final.head
 	}
 	switch {
 	case r.kind == noPreview:
@@ -936,22 +985,14 @@ func (r *run) sendFinal(ctx context.Context, final string) {
 			logErr(b.tg.EditText(ctx, chat, r.note.Msg, texts.FinishedBelow, nil), "Could not remove a preview")
 		}
 	case r.kind == draftPreview:
-		text := final
-		if preview.IsLong(final) {
-			text = preview.LongHead(final)
-		}
 		syncDraft(text)
 		id, err := b.tg.SendText(ctx, chat, r.cmdMsg, text, false, nil)
 		logErr(err, "Could not send a final")
-		if err == nil && preview.IsLong(final) {
-			_, err := b.tg.SendFile(ctx, chat, id, File{Name: texts.OutputFileName, Data: []byte(final)})
+		if err == nil && final.long {
+			_, err := b.tg.SendFile(ctx, chat, id, final.file())
 			logErr(err, "Could not send the output file")
 		}
 	default: // an edited preview becomes the final
-		text := final
-		if preview.IsLong(final) {
-			text = preview.LongHead(final)
-		}
 		if err := b.tg.EditText(ctx, chat, r.note.Msg, text, nil); err != nil {
 			b.cfg.Log.V(1).Info("Could not edit the preview into the final; sending it anew", "job", r.job.Name, "error", err.Error())
 			_, err := r.sendPlain(ctx, final, nil)
@@ -959,8 +1000,8 @@ func (r *run) sendFinal(ctx context.Context, final string) {
 			logErr(b.tg.Delete(ctx, chat, r.note.Msg), "Could not delete a preview")
 			return
 		}
-		if preview.IsLong(final) {
-			_, err := b.tg.SendFile(ctx, chat, r.note.Msg, File{Name: texts.OutputFileName, Data: []byte(final)})
+		if final.long {
+			_, err := b.tg.SendFile(ctx, chat, r.note.Msg, final.file())
 			logErr(err, "Could not send the output file")
 		}
 	}

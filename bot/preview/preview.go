@@ -111,6 +111,13 @@ func Final(output string, exitCode int, ran bool, stop Stop, note string) string
 	if body != "" {
 		lines = append(lines, body)
 	}
+	return strings.Join(append(lines, finalLines(exitCode, stop, note)...), "\n\n")
+}
+
+// finalLines are what a chat final shows under the output: the stop note
+// and note.
+func finalLines(exitCode int, stop Stop, note string) []string {
+	var lines []string
 	switch stop {
 	case NotStopped:
 	case StoppedByUser:
@@ -123,7 +130,23 @@ func Final(output string, exitCode int, ran bool, stop Stop, note string) string
 	if note != "" {
 		lines = append(lines, note)
 	}
-	return strings.Join(lines, "\n\n")
+	return lines
+}
+
+// LongFinalEnd is what follows the output in the final of a job that ran
+// and whose output is too long to hold as one string: that final is the
+// output, cleaned and trimmed as Final does and not empty, then this end.
+// It is long (IsLong); LongHead of the output's end and this end is its
+// message.
+func LongFinalEnd(exitCode int, stop Stop, note string) string {
+	return joinedEnd(strings.Join(finalLines(exitCode, stop, note), "\n\n"))
+}
+
+func joinedEnd(lines string) string {
+	if lines == "" {
+		return ""
+	}
+	return "\n\n" + lines
 }
 
 // IsLong tells whether a final goes out as a .txt file: from FileChars
@@ -164,11 +187,30 @@ func GuestLong(output string, exitCode int, ran bool, stop Stop, note string) (c
 	return guestText(output, exitCode, ran, stop, note, CaptionUnits), file, true
 }
 
+// GuestLongEnd is what follows the output in the output.txt file of a
+// guest answer whose output is too long to hold as one string (see
+// LongFinalEnd); GuestCaption is its caption.
+func GuestLongEnd(exitCode int, stop Stop, note string) string {
+	return joinedEnd(guestLines(exitCode, stop, note))
+}
+
+// GuestCaption is the caption of a guest answer whose output is too long to
+// hold as one string, from the end of the output, cleaned and trimmed as
+// Guest does.
+func GuestCaption(outputEnd string, exitCode int, stop Stop, note string) string {
+	return guestJoin(outputEnd, guestLines(exitCode, stop, note), CaptionUnits)
+}
+
 // guestText builds a guest final within room UTF-16 units (-1: uncut).
 func guestText(output string, exitCode int, ran bool, stop Stop, note string, room int) string {
 	if !ran {
 		return Final("", exitCode, false, stop, "")
 	}
+	return guestJoin(strings.TrimSpace(Clean(output)), guestLines(exitCode, stop, note), room)
+}
+
+// guestLines are what a guest final shows under the output.
+func guestLines(exitCode int, stop Stop, note string) string {
 	var ls []string
 	if exitCode >= 0 {
 		ls = append(ls, texts.GuestExit(exitCode))
@@ -185,8 +227,12 @@ func guestText(output string, exitCode int, ran bool, stop Stop, note string, ro
 	if note != "" {
 		ls = append(ls, note)
 	}
-	lines := strings.Join(ls, "\n")
-	body := strings.TrimSpace(Clean(output))
+	return strings.Join(ls, "\n")
+}
+
+// guestJoin puts lines under body, the end of body cut to fit room UTF-16
+// units in all (-1: uncut).
+func guestJoin(body, lines string, room int) string {
 	if body == "" {
 		return lines
 	}

@@ -120,3 +120,38 @@ func TestGuestLong(t *testing.T) {
 		t.Errorf("file = %.40q…", file)
 	}
 }
+
+// TestLongFinalsMatchFinal checks that a final built from a long output's
+// end (the output kept in a file) is the final built from the whole.
+func TestLongFinalsMatchFinal(t *testing.T) {
+	body := strings.Repeat("yes 😀\n", 3000) + "end"
+	for _, c := range []struct {
+		code int
+		stop Stop
+		note string
+	}{
+		{0, NotStopped, ""},
+		{130, StoppedByUser, ""},
+		{-1, StoppedByShutdown, texts.WorkerLost},
+		{-1, NotStopped, texts.OutputCut},
+	} {
+		final := Final(" \n"+body+"\n\n", c.code, true, c.stop, c.note)
+		end := LongFinalEnd(c.code, c.stop, c.note)
+		if final != body+end {
+			t.Errorf("%+v: the long final's end differs from Final's", c)
+		}
+		if got, want := LongHead(utf16text.Tail(body, MessageUnits)+end), LongHead(final); got != want {
+			t.Errorf("%+v: LongHead from the end %q…, want %q…", c, got[:60], want[:60])
+		}
+		caption, file, ok := GuestLong(body, c.code, true, c.stop, c.note)
+		if !ok {
+			t.Fatalf("%+v: not long", c)
+		}
+		if file != body+GuestLongEnd(c.code, c.stop, c.note) {
+			t.Errorf("%+v: the long guest file's end differs", c)
+		}
+		if got := GuestCaption(utf16text.Tail(body, CaptionUnits), c.code, c.stop, c.note); got != caption {
+			t.Errorf("%+v: caption from the end %q, want %q", c, got, caption)
+		}
+	}
+}

@@ -176,3 +176,32 @@ func FuzzTailText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEscaper checks that an Escaper fed data in any pieces writes what
+// DecodeEscape makes of the whole.
+func FuzzEscaper(f *testing.F) {
+	f.Add([]byte("ok\xff\xfe\xfdok"), []byte{1, 2, 3})
+	f.Add([]byte("é€😀\xf0\x90\x80x\xe0\x80"), []byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add([]byte("\xf0\x90"), []byte{1})
+	f.Fuzz(func(t *testing.T, data, plan []byte) {
+		var sb strings.Builder
+		e := &Escaper{W: &sb}
+		rest := data
+		for _, k := range plan {
+			k := min(int(k)%8, len(rest))
+			if _, err := e.Write(rest[:k]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[k:]
+		}
+		if _, err := e.Write(rest); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := sb.String(), DecodeEscape(data); got != want {
+			t.Fatalf("escaped in pieces %q, whole %q", got, want)
+		}
+	})
+}

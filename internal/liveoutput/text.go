@@ -1,6 +1,7 @@
 package liveoutput
 
 import (
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -116,4 +117,59 @@ func DecodeEscape(p []byte) string {
 		p = p[size:]
 	}
 	return sb.String()
+}
+
+// An Escaper writes to W what DecodeEscape makes of all that is written to
+// it, piece by piece: pieces may cut a character anywhere. Close writes
+// what a character left unfinished at the end becomes.
+type Escaper struct {
+	W    io.Writer
+	held []byte
+}
+
+// Write escapes p; a character that p leaves unfinished waits for the
+// next write.
+func (e *Escaper) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(e.held) > 0 {
+		joined := append(e.held, p[:min(len(p), utf8.UTFMax)]...)
+		if cutCharLen(joined) == len(joined) {
+			// Still unfinished: p was too short to end it.
+			e.held = joined
+			return n, nil
+		}
+		// Decode the held bytes as if they had come with p: up to the end
+		// of the character that holds the last of them.
+		i := 0
+		for i < len(e.held) {
+			_, size := utf8.DecodeRune(joined[i:])
+			i += size
+		}
+		if err := e.put(joined[:i]); err != nil {
+			return 0, err
+		}
+		p = p[i-len(e.held):]
+		e.held = joined[:0]
+	}
+	cut := cutCharLen(p)
+	if err := e.put(p[:len(p)-cut]); err != nil {
+		return 0, err
+	}
+	e.held = append(e.held, p[len(p)-cut:]...)
+	return n, nil
+}
+
+// Close writes the unfinished character held from the last write, escaped.
+func (e *Escaper) Close() error {
+	err := e.put(e.held)
+	e.held = e.held[:0]
+	return err
+}
+
+func (e *Escaper) put(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(e.W, DecodeEscape(p))
+	return err
 }
