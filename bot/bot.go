@@ -29,8 +29,9 @@ import (
 const ShutdownTimeout = 15 * time.Second
 
 // Default file limits (FileLimits). The files go through the bot: a
-// replied-to file is held in memory, and the files of $SHELLJOB_OUT are
-// streamed, but a chat is no place for a file of gigabytes either.
+// replied-to file is kept in a temporary file until its job has it, and
+// the files of $SHELLJOB_OUT are streamed, but a chat is no place for a
+// file of gigabytes either.
 const (
 	DefaultInFileBytes  = 50 << 20
 	DefaultOutFileBytes = 50 << 20
@@ -72,9 +73,6 @@ type Config struct {
 	// Files caps the files the bot moves; each zero field takes its
 	// default.
 	Files FileLimits
-	// TempDir holds the long outputs of finals being sent. Defaults to
-	// the system's temporary directory.
-	TempDir string
 }
 
 // Bot answers the admins' messages. Create it with New, set its names with

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -398,8 +399,27 @@ func (e *env) annotated(name, key, substr string) {
 	e.t.Fatalf("%s never got annotation %s containing %q", name, key, substr)
 }
 
+// keptFiles records the replied-to files the bot was handed.
+type keptFiles struct {
+	bot.Telegram
+	mu    sync.Mutex
+	files []bot.File
+}
+
+func (k *keptFiles) MessageFiles(ctx context.Context, chat bot.Chat, id int, limit int64) ([]bot.File, error) {
+	fs, err := k.Telegram.MessageFiles(ctx, chat, id, limit)
+	k.mu.Lock()
+	k.files = append(k.files, fs...)
+	k.mu.Unlock()
+	return fs, err
+}
+
+// A replied-to file goes into the job's $SHELLJOB_OUT, streamed from the
+// temporary file its download went to, which is gone once the job is;
+// the files the command leaves there come back, pictures as photos.
 func TestFilesInAndOut(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	kept := &keptFiles{}
+	e := newEnv(t, envOptions{wrapTG: func(tg bot.Telegram) bot.Telegram { kept.Telegram = tg; return kept }})
 	since := e.srv.Seq()
 	doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
 	if err != nil {
@@ -421,6 +441,16 @@ func TestFilesInAndOut(t *testing.T) {
 	pic := e.wait(since, "pic.png", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.Media != nil && ev.Media.Photo })
 	if string(pic.Media.Data) != "PNG" {
 		t.Errorf("photo = %+v", pic.Media)
+	}
+	kept.mu.Lock()
+	files := kept.files
+	kept.mu.Unlock()
+	if len(files) != 1 || files[0].Reader == nil || files[0].Data != nil || files[0].Size != int64(len("from the chat\n")) {
+		t.Fatalf("replied-to files handed to the bot: %+v, want notes.txt as a stream", files)
+	}
+	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
+	if _, err := files[0].Reader.(io.ReaderAt).ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("after the job, reading its input file gave %v, want it closed", err)
 	}
 	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
 		if ev.Media != nil && ev.Media.Filename == "notes.txt" {

@@ -2,7 +2,6 @@ package bot
 
 import (
 	"archive/tar"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -140,6 +139,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	if m.ReplyTo != 0 {
 		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
 		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
+			closeFiles(fs)
 			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
 		}
 		if err != nil {
@@ -163,6 +163,9 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	}
 	b.stopIfShuttingDown(&spec)
 	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, m.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if err != nil {
+		closeFiles(files)
+	}
 	if errors.Is(err, ErrJobExists) {
 		b.handled(ctx, sj)
 		return nil
@@ -346,6 +349,7 @@ func (r *run) pump(ctx context.Context) {
 	b := r.b
 	// Nothing of the job outlives its pump: the bot's Wait means it.
 	var wg sync.WaitGroup
+	defer closeFiles(r.files)
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -716,15 +720,17 @@ func (r *run) putFiles(ctx context.Context) {
 			return
 		}
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range r.files {
-		_ = tw.WriteHeader(&tar.Header{Name: path.Base(f.Name), Mode: 0o644, Size: int64(len(f.Data))})
-		_, _ = tw.Write(f.Data)
-	}
-	_ = tw.Close()
+	// The tar is streamed from the files as the exec reads it.
+	pr, pw := io.Pipe()
+	tarred := make(chan struct{})
+	go func() {
+		defer close(tarred)
+		pw.CloseWithError(writeTar(pw, r.files))
+	}()
+	defer func() { <-tarred }()
+	defer pr.Close()
 	ns := r.latest().Namespace
-	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, &buf); err != nil {
+	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, pr); err != nil {
 		b.cfg.Log.Error(err, "Could not put the input files", "job", r.job.Name)
 	} else if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
@@ -732,6 +738,20 @@ func (r *run) putFiles(ctx context.Context) {
 	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
 		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
 	}
+}
+
+// writeTar writes files to w as a tar, each under its base name.
+func writeTar(w io.Writer, files []File) error {
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: path.Base(f.Name), Mode: 0o644, Size: f.len()}); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, f.reader()); err != nil {
+			return fmt.Errorf("read %s: %w", f.Name, err)
+		}
+	}
+	return tw.Close()
 }
 
 // outcome is how the job ended, for its final.
@@ -821,7 +841,7 @@ func (r *run) finalOutput(ctx context.Context) (output string, long *longoutput.
 	if !r.fromSpool() {
 		return r.buf.FinalText(r.render()), nil, note
 	}
-	long, err := longoutput.Write(r.b.cfg.TempDir, r.render(), func(w io.Writer) error {
+	long, err := longoutput.Write("", r.render(), func(w io.Writer) error {
 		_, err := r.b.cluster.Follow(ctx, r.latest(), 0, w)
 		return err
 	})

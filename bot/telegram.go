@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,6 +49,37 @@ type File struct {
 	Size   int64
 	// Photo sends a picture as a photo rather than as a document.
 	Photo bool
+}
+
+// Close releases what the file's Reader reads from, when it can be closed:
+// a replied-to file is kept in a temporary file until its job has it.
+func (f File) Close() error {
+	if c, ok := f.Reader.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func closeFiles(files []File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// len is the file's length in bytes.
+func (f File) len() int64 {
+	if f.Reader != nil {
+		return f.Size
+	}
+	return int64(len(f.Data))
+}
+
+// reader reads the file from its start.
+func (f File) reader() io.Reader {
+	if f.Reader != nil {
+		return f.Reader
+	}
+	return bytes.NewReader(f.Data)
 }
 
 // FileTooBigError is a file over the bot's limit, refused before its

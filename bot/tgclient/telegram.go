@@ -5,13 +5,14 @@
 package tgclient
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
+	"os"
 	"path"
 	"sync"
 
@@ -296,31 +297,64 @@ func (a *API) MessageFiles(ctx context.Context, chat bot.Chat, id int, limit int
 		if limit > 0 && size > limit {
 			return files, &bot.FileTooBigError{Name: name, Size: size, Limit: limit}
 		}
-		buf := &capped{limit: limit}
-		if _, err := downloader.NewDownloader().Download(a.home(), loc).Stream(ctx, buf); err != nil {
-			if errors.Is(err, errOverLimit) {
-				return files, &bot.FileTooBigError{Name: name, Size: max(size, limit+1), Limit: limit}
-			}
-			return files, fmt.Errorf("download %s: %w", name, err)
+		f, err := download(ctx, a.home(), loc, name, limit)
+		if errors.Is(err, errOverLimit) {
+			return files, &bot.FileTooBigError{Name: name, Size: max(size, limit+1), Limit: limit}
 		}
-		files = append(files, bot.File{Name: name, Data: buf.Bytes()})
+		if err != nil {
+			return files, err
+		}
+		files = append(files, f)
 	}
 	return files, nil
 }
 
+// download streams the file at loc into a temporary file, unlinked at
+// once, that the returned File reads and its Close removes.
+func download(ctx context.Context, api *tg.Client, loc tg.InputFileLocationClass, name string, limit int64) (bot.File, error) {
+	tmp, err := os.CreateTemp("", "shelljob-in-*")
+	if err != nil {
+		return bot.File{}, fmt.Errorf("download %s: %w", name, err)
+	}
+	if err := os.Remove(tmp.Name()); err != nil {
+		tmp.Close()
+		return bot.File{}, fmt.Errorf("download %s: %w", name, err)
+	}
+	w := &capped{w: tmp, limit: limit}
+	if _, err := downloader.NewDownloader().Download(api, loc).Stream(ctx, w); err != nil {
+		tmp.Close()
+		if errors.Is(err, errOverLimit) {
+			return bot.File{}, err
+		}
+		return bot.File{}, fmt.Errorf("download %s: %w", name, err)
+	}
+	return bot.File{Name: name, Reader: tempFile{io.NewSectionReader(tmp, 0, w.n), tmp}, Size: w.n}, nil
+}
+
+// tempFile reads a downloaded file; Close removes it.
+type tempFile struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (t tempFile) Close() error { return t.f.Close() }
+
 var errOverLimit = errors.New("over the size limit")
 
-// capped is a buffer that refuses to grow past limit bytes (0: no limit).
+// capped writes to w, and refuses to write past limit bytes (0: no limit).
 type capped struct {
-	bytes.Buffer
+	w     io.Writer
+	n     int64
 	limit int64
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if c.limit > 0 && int64(c.Len()+len(p)) > c.limit {
+	if c.limit > 0 && c.n+int64(len(p)) > c.limit {
 		return 0, errOverLimit
 	}
-	return c.Buffer.Write(p)
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // fileLocation is where the file of m is, its name, and its size as the
