@@ -10,6 +10,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/gotd/contrib v0.25.0
 	github.com/gotd/log v0.1.0
+	github.com/gotd/log/logzap v0.1.1
 	github.com/gotd/td v0.162.0
 	github.com/mattn/go-runewidth v0.0.16
 	github.com/prometheus/client_golang v1.24.0

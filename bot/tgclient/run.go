@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"github.com/gotd/contrib/middleware/floodwait"
+	gotdlog "github.com/gotd/log"
+	"github.com/gotd/log/logzap"
 	"github.com/gotd/td/bin"
 	"github.com/gotd/td/session"
 	"github.com/gotd/td/telegram"
@@ -22,6 +25,7 @@ import (
 	"github.com/gotd/td/telegram/updates"
 	updhook "github.com/gotd/td/telegram/updates/hook"
 	"github.com/gotd/td/tg"
+	"go.uber.org/zap"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -188,6 +192,7 @@ func (c *Client) connect() {
 	w := &sessionWatch{log: o.Log}
 	c.session = w
 	client := telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
+		Logger:         gotdLogger(o.Log),
 		SessionStorage: o.Session,
 		UpdateHandler:  c.feed,
 		DC:             o.DC,
@@ -211,6 +216,16 @@ func (c *Client) connect() {
 	w.client = client
 	w.mu.Unlock()
 	c.client = client
+}
+
+// gotdLogger is the logger gotd itself logs to: log's own zap logger, so
+// that the bot logs through one backend, or none when log is not backed
+// by zap.
+func gotdLogger(log logr.Logger) gotdlog.Logger {
+	if u, ok := log.GetSink().(zapr.Underlier); ok {
+		return logzap.New(u.GetUnderlying().Named("gotd"))
+	}
+	return logzap.New(zap.NewNop())
 }
 
 // Run connects, logs in with the token unless the stored session is still
