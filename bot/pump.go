@@ -22,6 +22,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/delivery"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/longoutput"
 	"shelljob.dev/shelljob/bot/pace"
@@ -59,14 +60,18 @@ const OutputWait = 2 * time.Minute
 const keptBytes = 64 << 10
 
 // previewKind is how a job's preview shows.
-type previewKind int
+type previewKind = delivery.Kind
 
 const (
-	noPreview previewKind = iota
-	editPreview
-	draftPreview
-	guestPreview
+	noPreview    = delivery.NoPreview
+	editPreview  = delivery.EditPreview
+	draftPreview = delivery.DraftPreview
+	guestPreview = delivery.GuestPreview
 )
+
+// resync is the longest a pump waits without deciding again, as a
+// controller's resync period.
+const resync = time.Hour
 
 // run is one job's pump: it follows the job and its output, shows the
 // preview, and delivers the final and the files.
@@ -401,24 +406,28 @@ func (r *run) pump(ctx context.Context) {
 		close(over)
 	})
 
-	previewAt := r.job.Created.Add(pace.PreviewDelay)
-	dirty := true
+	// The pump reconciles: it applies each decision, and decides again
+	// after a change, or when the decision's time comes.
+	isOver := false
 	for {
-		wait := time.Hour
 		now := b.cfg.Clock.Now()
-		switch {
-		case !b.cfg.Streaming || r.failed:
-		case r.pacer == nil:
-			if r.job.Number() != 0 && !r.awaitingOutput() {
-				wait = previewAt.Sub(now)
-			}
-		default:
-			if dirty {
-				wait = r.pacer.Next().Sub(now)
-			}
-			if hb := r.pacer.Heartbeat(); !hb.IsZero() {
-				wait = min(wait, hb.Sub(now))
-			}
+		s := r.state(now, isOver)
+		d := delivery.Decide(s)
+		switch d.Action {
+		case delivery.Final:
+			r.deliver(ctx)
+			return
+		case delivery.Open:
+			r.open(ctx, d.Kind)
+			continue
+		case delivery.Edit, delivery.Draft:
+			r.update(ctx, s.Text)
+			continue
+		case delivery.Wait:
+		}
+		wait := resync
+		if !d.Until.IsZero() {
+			wait = d.Until.Sub(now)
 		}
 		timer := b.cfg.Clock.NewTimer(max(wait, 0))
 		select {
@@ -426,53 +435,51 @@ func (r *run) pump(ctx context.Context) {
 			timer.Stop()
 			return
 		case <-over:
-			timer.Stop()
-			r.deliver(ctx)
-			return
+			isOver = true
 		case <-r.job.Changed():
-			dirty = true
 		case <-r.buf.Changed():
-			dirty = true
 		case <-timer.C():
 		}
 		timer.Stop()
-		if r.tick(ctx) {
-			dirty = false
-		}
 	}
 }
 
-// tick opens or updates the preview when its time has come. It reports
-// whether the preview shows the latest output.
-func (r *run) tick(ctx context.Context) bool {
-	b := r.b
-	if !b.cfg.Streaming || r.failed {
-		return true
+// state is what the delivery decision needs of the job now; over: the job
+// is over (its final is due).
+func (r *run) state(now time.Time, over bool) delivery.State {
+	obj := r.latest()
+	s := delivery.State{
+		Now:        now,
+		Created:    r.job.Created,
+		Number:     r.job.Number(),
+		Ended:      obj != nil && shelljob.IsFinished(obj),
+		Over:       over,
+		Streaming:  r.b.cfg.Streaming,
+		Private:    r.private(),
+		Prefs:      r.prefs,
+		Preview:    r.kind,
+		Opened:     r.pacer != nil,
+		Failed:     r.failed,
+		Resumed:    r.resumed,
+		OutputRead: r.buf.Written(liveoutput.Stdout) > 0,
+		Complete:   r.complete.Load(),
+		Sent:       r.last,
 	}
-	now := b.cfg.Clock.Now()
-	if now.Before(r.job.Created.Add(pace.PreviewDelay)) || r.job.Number() == 0 {
-		return false
+	if r.pacer != nil {
+		// Rendered only once the preview shows it.
+		s.Text = r.previewText()
+		s.Next, s.Heartbeat = r.pacer.Next(), r.pacer.Heartbeat()
 	}
-	if obj := r.latest(); obj != nil && shelljob.IsFinished(obj) {
-		// The final is about to take the preview's place.
-		return true
+	return s
+}
+
+// private tells whether the job's chat is a private one; for a guest
+// answer, whether it was asked in one.
+func (r *run) private() bool {
+	if r.kind == guestPreview {
+		return !r.note.GroupPace
 	}
-	if r.pacer == nil {
-		if r.awaitingOutput() {
-			return false
-		}
-		r.open(ctx)
-		return r.pacer != nil && r.pacer.Failures() == 0
-	}
-	text := r.previewText()
-	beat := !r.pacer.Heartbeat().IsZero() && !now.Before(r.pacer.Heartbeat())
-	if text == r.last && !beat {
-		return true
-	}
-	if now.Before(r.pacer.Next()) && !beat {
-		return false
-	}
-	return r.update(ctx, text)
+	return r.note.Chat.Private()
 }
 
 func (r *run) previewText() string {
@@ -491,63 +498,28 @@ func (r *run) previewText() string {
 	return preview.Compose(preview.Header(r.job.Number(), s, hint), r.buf.TailText(preview.PreviewUnits, r.render()))
 }
 
-// awaitingOutput tells whether a resumed preview waits for output before
-// its first edit, which would otherwise blank it: the follow has read none
-// yet. (The job's status counts its output only once it ended, so a
-// running job's output may be there all the same.)
-func (r *run) awaitingOutput() bool {
-	if !r.resumed || r.buf.Written(liveoutput.Stdout) > 0 || r.complete.Load() {
-		return false
-	}
-	obj := r.latest()
-	return obj != nil && !shelljob.IsFinished(obj)
-}
-
 func (r *run) stopButtons() [][]Button {
 	return [][]Button{{{Text: texts.StopButton, Data: "shk:" + strconv.FormatInt(r.job.Number(), 10)}}}
 }
 
-// open shows the preview for the first time, or takes over the one a
-// previous run of the bot left.
-func (r *run) open(ctx context.Context) {
+// open shows the preview as kind for the first time, or takes over the
+// guest answer or the one a previous run of the bot left.
+func (r *run) open(ctx context.Context, kind previewKind) {
 	b := r.b
-	start := r.job.Created
 	text := r.previewText()
 	chat := r.note.Chat
-	switch r.kind {
-	case guestPreview:
-		k := pace.PrivateEdits
-		if r.note.GroupPace {
-			k = pace.GroupEdits
-		}
-		r.pacer = pace.New(b.cfg.Clock, k, start)
+	if r.kind != noPreview {
+		r.pacer = pace.New(b.cfg.Clock, delivery.Pace(kind, r.private()), r.job.Created)
 		r.update(ctx, text)
 		return
-	case editPreview:
-		r.pacer = pace.New(b.cfg.Clock, r.editKind(), start)
-		r.update(ctx, text)
-		return
-	case draftPreview:
-		r.pacer = pace.New(b.cfg.Clock, pace.Draft, start)
-		r.update(ctx, text)
-		return
-	case noPreview:
 	}
-	mode := r.prefs.StreamGroups
-	if chat.Private() {
-		mode = r.prefs.StreamPrivate
-	}
-	if mode == settings.Drafts {
+	if kind == draftPreview {
 		id := rand.Int64N(1<<62) + 1
 		// Known before it shows, so that its Stop finds the job.
 		r.job.SetPreview(0, id)
 		if err := b.tg.Draft(ctx, chat, id, text); err == nil {
-			r.kind = draftPreview
 			r.note.Draft = id
-			r.pacer = pace.New(b.cfg.Clock, pace.Draft, start)
-			r.pacer.Done(true)
-			r.last = text
-			r.annotatePreview(ctx)
+			r.opened(ctx, draftPreview, text)
 			return
 		} else {
 			r.job.SetPreview(0, 0)
@@ -560,20 +532,18 @@ func (r *run) open(ctx context.Context) {
 		r.failed = true
 		return
 	}
-	r.kind = editPreview
 	r.job.SetPreview(id, 0)
 	r.note.Msg = id
-	r.pacer = pace.New(b.cfg.Clock, r.editKind(), start)
+	r.opened(ctx, editPreview, text)
+}
+
+// opened records the preview of kind that now shows text.
+func (r *run) opened(ctx context.Context, kind previewKind, text string) {
+	r.kind = kind
+	r.pacer = pace.New(r.b.cfg.Clock, delivery.Pace(kind, r.private()), r.job.Created)
 	r.pacer.Done(true)
 	r.last = text
 	r.annotatePreview(ctx)
-}
-
-func (r *run) editKind() pace.Kind {
-	if r.note.Chat.Private() {
-		return pace.PrivateEdits
-	}
-	return pace.GroupEdits
 }
 
 func (r *run) annotatePreview(ctx context.Context) {
