@@ -91,8 +91,8 @@ type Bot struct {
 	ctx     context.Context // the pumps' context, set by Run
 	pumps   sync.WaitGroup
 	// bigFinals holds a slot for each final whose long output is read
-	// again from the spool into a temporary file: it bounds the bot's
-	// disk and the reads it asks of the agents at once.
+	// again from the spool: it bounds the reads the bot asks of the agents
+	// at once, and the outputs held rendered.
 	bigFinals chan struct{}
 }
 

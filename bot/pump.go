@@ -765,9 +765,6 @@ func (r *run) deliver(ctx context.Context) {
 			}
 		}
 		output, long, note = r.finalOutput(ctx)
-		if long != nil {
-			defer long.Close()
-		}
 	}
 	if note == "" {
 		note = r.endNote
@@ -775,12 +772,7 @@ func (r *run) deliver(ctx context.Context) {
 	if r.kind == guestPreview {
 		r.sendGuestFinal(ctx, output, long, code, ran, stop, note)
 	} else {
-		final, err := chatFinal(output, long, code, ran, stop, note)
-		if err != nil {
-			b.cfg.Log.Error(err, "Could not read a long output back; the final shows what the bot kept", "job", r.job.Name)
-			final, _ = chatFinal(r.keptText(), nil, code, ran, stop, cmp.Or(note, texts.OutputCut))
-		}
-		r.sendFinal(ctx, final)
+		r.sendFinal(ctx, chatFinal(output, long, code, ran, stop, note))
 		if ran {
 			r.sendFiles(ctx)
 		}
@@ -801,8 +793,8 @@ func (r *run) fromSpool() bool {
 
 // finalOutput is the output the final shows, rendered when the caller
 // renders, and the note that says why it may be cut. An output read again
-// from the spool that is longer than keptBytes comes as long, kept in a
-// file; the caller closes it.
+// from the spool that is longer than keptBytes comes as long, measured: the
+// final's file reads the spool once more.
 func (r *run) finalOutput(ctx context.Context) (output string, long *longoutput.Output, note string) {
 	note, _ = workerNote(r.latest())
 	if !r.complete.Load() {
@@ -811,13 +803,13 @@ func (r *run) finalOutput(ctx context.Context) (output string, long *longoutput.
 	if !r.fromSpool() {
 		return r.buf.FinalText(r.render()), nil, note
 	}
-	long, err := longoutput.Write("", r.render(), func(w io.Writer) error {
-		_, err := r.b.cluster.Follow(ctx, r.latest(), 0, w)
+	obj := r.latest()
+	long, err := longoutput.Measure(func(w io.Writer) error {
+		_, err := r.b.cluster.Follow(ctx, obj, 0, w)
 		return err
-	})
+	}, r.render())
 	if err == nil && long.Size() <= keptBytes {
 		output, err = long.String()
-		long.Close()
 		long = nil
 	}
 	if err != nil {
@@ -848,7 +840,7 @@ type finalText struct {
 
 // chatFinal is the final of a job (preview.Final), built from output, or
 // from long when set.
-func chatFinal(output string, long *longoutput.Output, code int, ran bool, stop preview.Stop, note string) (finalText, error) {
+func chatFinal(output string, long *longoutput.Output, code int, ran bool, stop preview.Stop, note string) finalText {
 	if long == nil {
 		final := preview.Final(output, code, ran, stop, note)
 		f := finalText{text: final, long: preview.IsLong(final)}
@@ -856,25 +848,33 @@ func chatFinal(output string, long *longoutput.Output, code int, ran bool, stop 
 			f.head = preview.LongHead(final)
 			f.file = func() File { return File{Name: texts.OutputFileName, Data: []byte(final)} }
 		}
-		return f, nil
+		return f
 	}
 	end := preview.LongFinalEnd(code, stop, note)
-	tail, err := long.Tail(preview.MessageUnits)
-	if err != nil {
-		return finalText{}, err
-	}
-	return finalText{long: true, head: preview.LongHead(tail + end), file: longFile(long, end)}, nil
+	return finalText{long: true, head: preview.LongHead(long.Tail(preview.MessageUnits) + end), file: longFile(long, end)}
 }
 
-// longFile is the .txt file of a long output followed by end.
+// longFile is the .txt file of a long output followed by end, read from
+// the spool as it is uploaded; its Close ends that read.
 func longFile(long *longoutput.Output, end string) func() File {
 	return func() File {
+		body := long.Reader()
 		return File{
-			Name:   texts.OutputFileName,
-			Reader: io.MultiReader(long.Reader(), strings.NewReader(end)),
-			Size:   long.Size() + int64(len(end)),
+			Name: texts.OutputFileName,
+			Reader: struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(body, strings.NewReader(end)), body},
+			Size: long.Size() + int64(len(end)),
 		}
 	}
+}
+
+// sendOutputFile sends the final's .txt file in reply to message reply.
+func (r *run) sendOutputFile(ctx context.Context, reply int, final finalText) (int, error) {
+	f := final.file()
+	defer f.Close()
+	return r.b.tg.SendFile(ctx, r.note.Chat, reply, f)
 }
 
 // workerNote is the note a final ends with when the job ended because
@@ -906,15 +906,10 @@ func (r *run) sendGuestFinal(ctx context.Context, output string, long *longoutpu
 	b := r.b
 	caption, file, ok := "", File{}, false
 	if long != nil {
-		end, err := long.Tail(preview.MessageUnits)
-		if err != nil {
-			b.cfg.Log.Error(err, "Could not read a long output back; the final shows what the bot kept", "job", r.job.Name)
-			output, note = r.keptText(), cmp.Or(note, texts.OutputCut)
-		} else {
-			output, ok = end, true
-			caption = preview.GuestCaption(end, code, stop, note)
-			file = longFile(long, preview.GuestLongEnd(code, stop, note))()
-		}
+		output, ok = long.Tail(preview.MessageUnits), true
+		caption = preview.GuestCaption(output, code, stop, note)
+		file = longFile(long, preview.GuestLongEnd(code, stop, note))()
+		defer file.Close()
 	} else if c, f, isLong := preview.GuestLong(output, code, ran, stop, note); isLong {
 		caption, file, ok = c, File{Name: texts.OutputFileName, Data: []byte(f)}, true
 	}
@@ -936,7 +931,7 @@ func (r *run) sendGuestFinal(ctx context.Context, output string, long *longoutpu
 func (r *run) sendPlain(ctx context.Context, final finalText, sync func(string)) (int, error) {
 	chat := r.note.Chat
 	if final.long {
-		return r.b.tg.SendFile(ctx, chat, r.cmdMsg, final.file())
+		return r.sendOutputFile(ctx, r.cmdMsg, final)
 	}
 	if sync != nil {
 		sync(final.text)
@@ -979,7 +974,7 @@ func (r *run) sendFinal(ctx context.Context, final finalText) {
 		id, err := b.tg.SendText(ctx, chat, r.cmdMsg, text, false, nil)
 		logErr(err, "Could not send a final")
 		if err == nil && final.long {
-			_, err := b.tg.SendFile(ctx, chat, id, final.file())
+			_, err := r.sendOutputFile(ctx, id, final)
 			logErr(err, "Could not send the output file")
 		}
 	default: // an edited preview becomes the final
@@ -991,7 +986,7 @@ func (r *run) sendFinal(ctx context.Context, final finalText) {
 			return
 		}
 		if final.long {
-			_, err := b.tg.SendFile(ctx, chat, r.note.Msg, final.file())
+			_, err := r.sendOutputFile(ctx, r.note.Msg, final)
 			logErr(err, "Could not send the output file")
 		}
 	}

@@ -1,18 +1,20 @@
-// Package longoutput keeps a job's long output, read again from the agent's
-// spool for its final, in a temporary file, as the final shows it: invalid
-// UTF-8 escaped, rendered when asked, NUL shown as \x00, and trimmed. The
-// final then costs the bot a few pages of memory however long the output
-// is: its .txt file is uploaded from the file, and its message shows the
-// output's end, read back from the file.
+// Package longoutput streams a job's long output from the agent's spool
+// into its final, as the final shows it: invalid UTF-8 escaped, rendered
+// when asked, NUL shown as \x00, and trimmed. The spool is read twice: once
+// to measure the output and keep its end, which the final's message shows,
+// and once more as its .txt file is uploaded. The bot then holds a few
+// pages of a final however long its output is, and writes nothing to disk.
+//
+// Rendering is the exception: a terminal's screen depends on all that came
+// before, so an output that needs rendering is held as rendered, which a
+// redrawing program keeps far shorter than what it wrote.
 package longoutput
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,84 +24,66 @@ import (
 	"shelljob.dev/shelljob/internal/utf16text"
 )
 
+// TailBytes is how much of the output's end an Output keeps: Tail gives at
+// most a quarter as many UTF-16 units, as a character takes at most four
+// bytes.
+const TailBytes = 16 << 10
+
 // nulShown is how a NUL shows in a final: Telegram keeps no NUL.
 const nulShown = `\x00`
 
-// An Output is a job's output kept in a file. Close removes the file.
+// A Source writes the whole output to w, from its start, each time it is
+// called, and the same bytes each time: the spool of a job that ended.
+type Source func(w io.Writer) error
+
+// An Output is a job's output, measured.
 type Output struct {
-	f *os.File
-	// start and end bound the text in f, without the white space around
-	// it.
+	src Source
+	// rendered holds the text when it was rendered.
+	rendered *string
+	// start and end bound the text without the white space around it, in
+	// the output as escaped (or rendered).
 	start, end int64
 	// runes and nuls count the characters and the NULs between them.
 	runes, nuls int64
+	tail        []byte
 }
 
-// Write keeps what fill writes, in a new file in dir (the system's
-// temporary directory when empty). With render, output that holds a '\r',
-// '\b' or ESC is rendered as a terminal shows it.
-func Write(dir string, render bool, fill func(io.Writer) error) (*Output, error) {
-	f, err := os.CreateTemp(dir, "shelljob-output-*")
-	if err != nil {
-		return nil, fmt.Errorf("keep a long output: %w", err)
-	}
-	// Unlinked at once, the file goes with the bot however it ends.
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("keep a long output: %w", err)
-	}
-	o := &Output{f: f}
-	if err := o.fill(render, fill); err != nil {
-		f.Close()
+// Measure reads src once and measures what a final shows of it. With
+// render, output that holds a '\r', '\b' or ESC is rendered as a terminal
+// shows it (and read once more to do so).
+func Measure(src Source, render bool) (*Output, error) {
+	t := &tracker{}
+	c := &controls{w: t}
+	if err := escaped(src, c); err != nil {
 		return nil, err
 	}
-	return o, nil
-}
-
-func (o *Output) fill(render bool, fill func(io.Writer) error) error {
-	bw := bufio.NewWriterSize(o.f, 64<<10)
-	t := &tracker{w: bw}
-	c := &controls{w: t}
-	e := &liveoutput.Escaper{W: c}
-	if err := fill(e); err != nil {
-		return err
-	}
-	if err := e.Close(); err != nil {
-		return fmt.Errorf("keep a long output: %w", err)
-	}
+	o := &Output{src: src}
 	if render && c.seen {
-		// The renderer needs the whole text; it holds the text as shown,
-		// which a redrawing program keeps far shorter than what it wrote.
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("keep a long output: %w", err)
-		}
 		var r termrender.Renderer
-		if _, err := io.Copy(&r, io.NewSectionReader(o.f, 0, t.size)); err != nil {
-			return fmt.Errorf("render a long output: %w", err)
+		if err := escaped(src, &r); err != nil {
+			return nil, err
 		}
-		if _, err := o.f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("render a long output: %w", err)
-		}
-		if err := o.f.Truncate(0); err != nil {
-			return fmt.Errorf("render a long output: %w", err)
-		}
-		bw.Reset(o.f)
-		t = &tracker{w: bw}
-		if _, err := io.WriteString(t, r.String()); err != nil {
-			return fmt.Errorf("keep a long output: %w", err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("keep a long output: %w", err)
+		text := r.String()
+		o.rendered = &text
+		t = &tracker{}
+		_, _ = io.WriteString(t, text)
 	}
 	o.start, o.end = t.start, t.end
 	o.runes = t.runesToEnd - t.runesToStart
 	o.nuls = t.nulsToEnd
-	return nil
+	o.tail = t.tailBytes()
+	return o, nil
 }
 
-// Close removes the file.
-func (o *Output) Close() error { return o.f.Close() }
+// escaped writes what src writes to w, with invalid UTF-8 escaped.
+func escaped(src Source, w io.Writer) error {
+	e := &liveoutput.Escaper{W: w}
+	if err := src(e); err != nil {
+		return err
+	}
+	return e.Close()
+}
 
 // Empty tells whether the output is only white space, or nothing.
 func (o *Output) Empty() bool { return o.end <= o.start }
@@ -110,39 +94,93 @@ func (o *Output) Size() int64 { return o.end - o.start + int64(len(nulShown)-1)*
 // Runes is the output's length in characters, as the final shows it.
 func (o *Output) Runes() int64 { return o.runes + int64(len(nulShown)-1)*o.nuls }
 
-// Reader reads the output as the final shows it, from its start.
-func (o *Output) Reader() io.Reader {
-	r := io.Reader(io.NewSectionReader(o.f, o.start, o.end-o.start))
-	if o.nuls > 0 {
-		r = &nulReader{r: r}
+// Tail returns the longest end of the output that has at most units UTF-16
+// units, up to TailBytes/4 units.
+func (o *Output) Tail(units int) string {
+	p := o.tail
+	for len(p) > 0 && !utf8.RuneStart(p[0]) {
+		p = p[1:]
 	}
-	return r
+	return utf16text.Tail(strings.ReplaceAll(string(p), "\x00", nulShown), units)
+}
+
+// Reader reads the output as the final shows it, from its start, reading
+// the spool again as it goes. Its Close ends that read.
+func (o *Output) Reader() io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		w := &section{w: &nulWriter{w: pw}, skip: o.start, left: o.end - o.start}
+		var err error
+		if o.rendered != nil {
+			_, err = io.WriteString(w, *o.rendered)
+		} else {
+			err = escaped(o.src, w)
+		}
+		switch {
+		case w.left == 0:
+			// The text ends here; the read was cut at its end, or went
+			// through the white space after it.
+			err = nil
+		case err == nil:
+			err = fmt.Errorf("the output's second read ended %d bytes early", w.left)
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
 }
 
 // String returns the whole output, for one short enough to hold.
 func (o *Output) String() (string, error) {
+	r := o.Reader()
+	defer r.Close()
 	var sb strings.Builder
 	sb.Grow(int(o.Size()))
-	if _, err := io.Copy(&sb, o.Reader()); err != nil {
-		return "", fmt.Errorf("read a long output back: %w", err)
+	if _, err := io.Copy(&sb, r); err != nil {
+		return "", fmt.Errorf("read the output again: %w", err)
 	}
 	return sb.String(), nil
 }
 
-// Tail returns the longest end of the output that has at most units UTF-16
-// units.
-func (o *Output) Tail(units int) (string, error) {
-	// A character takes at least one unit and at most four bytes.
-	n := min(o.end-o.start, int64(units)*utf8.UTFMax)
-	p := make([]byte, n)
-	if _, err := o.f.ReadAt(p, o.end-n); err != nil && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("read a long output's end: %w", err)
+// errSectionEnd ends a read that reached the end of the text: what follows
+// is white space.
+var errSectionEnd = errors.New("past the end of the text")
+
+// section writes to w the bytes from skip on, left of them.
+type section struct {
+	w          io.Writer
+	skip, left int64
+}
+
+func (s *section) Write(p []byte) (int, error) {
+	n := len(p)
+	k := min(int64(len(p)), s.skip)
+	p, s.skip = p[k:], s.skip-k
+	if int64(len(p)) > s.left {
+		p = p[:s.left]
 	}
-	for len(p) > 0 && !utf8.RuneStart(p[0]) {
-		p = p[1:]
+	if len(p) > 0 {
+		if _, err := s.w.Write(p); err != nil {
+			return 0, err
+		}
+		s.left -= int64(len(p))
 	}
-	s := strings.ReplaceAll(string(p), "\x00", nulShown)
-	return utf16text.Tail(s, units), nil
+	if s.left == 0 {
+		return n, errSectionEnd
+	}
+	return n, nil
+}
+
+// nulWriter shows each NUL as \x00.
+type nulWriter struct{ w io.Writer }
+
+func (n *nulWriter) Write(p []byte) (int, error) {
+	if bytes.IndexByte(p, 0) < 0 {
+		return n.w.Write(p)
+	}
+	if _, err := n.w.Write(bytes.ReplaceAll(p, []byte{0}, []byte(nulShown))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // controls notes whether the text written through it holds a byte that
@@ -159,87 +197,92 @@ func (c *controls) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// tracker writes valid UTF-8 through, and finds where the text starts and
-// ends without the white space around it, as strings.TrimSpace would cut
-// it. A character cut between writes waits for the next.
+// tracker finds where valid UTF-8 written to it starts and ends without
+// the white space around it, as strings.TrimSpace would cut it, and keeps
+// the last TailBytes of it up to that end. A character cut between writes
+// waits for the next.
 type tracker struct {
-	w    io.Writer
 	size int64
 	// started: a character that is not white space was seen.
-	started         bool
-	start, end      int64
-	runes           int64
-	runesToStart    int64
-	runesToEnd      int64
-	nulsToEnd, nuls int64
-	held            [utf8.UTFMax]byte
-	nheld           int
+	started                   bool
+	start, end                int64
+	runes, nuls               int64
+	runesToStart, runesToEnd  int64
+	nulsToEnd                 int64
+	held                      [utf8.UTFMax]byte
+	nheld                     int
+	// tail ends at end; pending is the white space since, its last
+	// TailBytes.
+	tail, pending []byte
 }
 
 func (t *tracker) Write(p []byte) (int, error) {
-	n, err := t.w.Write(p)
-	if err != nil {
-		return n, err
-	}
-	q := p
+	n := len(p)
 	if t.nheld > 0 {
-		k := min(len(q), utf8.UTFMax-t.nheld)
-		buf := append(t.held[:t.nheld:t.nheld], q[:k]...)
+		k := min(len(p), utf8.UTFMax-t.nheld)
+		buf := append(t.held[:t.nheld:t.nheld], p[:k]...)
 		if !utf8.FullRune(buf) {
 			t.nheld = copy(t.held[:], buf)
 			return n, nil
 		}
 		r, size := utf8.DecodeRune(buf)
-		t.see(r, size)
-		q = q[size-t.nheld:]
+		t.see(r, buf[:size])
+		p = p[size-t.nheld:]
 		t.nheld = 0
 	}
-	for len(q) > 0 {
-		if !utf8.FullRune(q) {
-			t.nheld = copy(t.held[:], q)
+	for len(p) > 0 {
+		if c := p[0]; c < utf8.RuneSelf {
+			t.see(rune(c), p[:1])
+			p = p[1:]
+			continue
+		}
+		if !utf8.FullRune(p) {
+			t.nheld = copy(t.held[:], p)
 			break
 		}
-		r, size := utf8.DecodeRune(q)
-		t.see(r, size)
-		q = q[size:]
+		r, size := utf8.DecodeRune(p)
+		t.see(r, p[:size])
+		p = p[size:]
 	}
 	return n, nil
 }
 
-// see counts the character r, size bytes long, that starts at t.size.
-func (t *tracker) see(r rune, size int) {
+// see counts the character r, whose bytes are p, that starts at t.size.
+func (t *tracker) see(r rune, p []byte) {
 	t.runes++
 	if r == 0 {
 		t.nuls++
 	}
-	if !unicode.IsSpace(r) {
+	switch {
+	case !isSpace(r):
 		if !t.started {
 			t.started, t.start, t.runesToStart = true, t.size, t.runes-1
 		}
-		t.end, t.runesToEnd, t.nulsToEnd = t.size+int64(size), t.runes, t.nuls
+		t.tail = keepLast(keepLast(t.tail, t.pending), p)
+		t.pending = t.pending[:0]
+		t.end, t.runesToEnd, t.nulsToEnd = t.size+int64(len(p)), t.runes, t.nuls
+	case t.started:
+		t.pending = keepLast(t.pending, p)
 	}
-	t.size += int64(size)
+	t.size += int64(len(p))
 }
 
-// nulReader shows each NUL as \x00.
-type nulReader struct {
-	r       io.Reader
-	raw     []byte
-	pending []byte
+func (t *tracker) tailBytes() []byte {
+	return t.tail[max(0, len(t.tail)-TailBytes):]
 }
 
-func (n *nulReader) Read(p []byte) (int, error) {
-	if len(n.pending) == 0 {
-		if n.raw == nil {
-			n.raw = make([]byte, 32<<10)
-		}
-		k, err := n.r.Read(n.raw)
-		if k == 0 {
-			return 0, err
-		}
-		n.pending = bytes.ReplaceAll(n.raw[:k], []byte{0}, []byte(nulShown))
+// keepLast appends p to b and keeps at least the last TailBytes.
+func keepLast(b, p []byte) []byte {
+	b = append(b, p...)
+	if len(b) > 2*TailBytes {
+		b = b[:copy(b, b[len(b)-TailBytes:])]
 	}
-	k := copy(p, n.pending)
-	n.pending = n.pending[k:]
-	return k, nil
+	return b
+}
+
+func isSpace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r == ' ' || uint32(r-'\t') < 5 // '\t', '\n', '\v', '\f', '\r'
+	}
+	return unicode.IsSpace(r)
 }

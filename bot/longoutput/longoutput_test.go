@@ -22,10 +22,11 @@ func inMemory(data []byte, render bool) string {
 	return strings.TrimSpace(preview.Clean(text))
 }
 
-// keep writes data to an Output in pieces of the plan's sizes.
+// keep measures data, which its source writes in pieces of the plan's
+// sizes.
 func keep(t *testing.T, data, plan []byte, render bool) *Output {
 	t.Helper()
-	o, err := Write(t.TempDir(), render, func(w io.Writer) error {
+	o, err := Measure(func(w io.Writer) error {
 		rest := data
 		for _, k := range plan {
 			k := min(int(k), len(rest))
@@ -36,11 +37,10 @@ func keep(t *testing.T, data, plan []byte, render bool) *Output {
 		}
 		_, err := w.Write(rest)
 		return err
-	})
+	}, render)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { o.Close() })
 	return o
 }
 
@@ -63,17 +63,13 @@ func check(t *testing.T, o *Output, want string) {
 		t.Errorf("Empty %v for %q", o.Empty(), want)
 	}
 	for _, units := range []int{0, 1, 2, 5, 4096} {
-		tail, err := o.Tail(units)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w := utf16text.Tail(want, units); tail != w {
+		if tail, w := o.Tail(units), utf16text.Tail(want, units); tail != w {
 			t.Errorf("Tail(%d) %q, want %q", units, tail, w)
 		}
 	}
 }
 
-func TestWrite(t *testing.T) {
+func TestMeasure(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		data   string
@@ -88,6 +84,8 @@ func TestWrite(t *testing.T) {
 		{"rendered", "10%\r50%\r100%\n\x1b[31mred\x1b[0m\n", true},
 		{"not rendered", "10%\r100%\n", false},
 		{"long", strings.Repeat("y\n", 100000), false},
+		{"long white space after", "x" + strings.Repeat("\n", 50000), false},
+		{"long white space inside", "x" + strings.Repeat(" ", 50000) + "y\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, plan := range [][]byte{nil, {1, 1, 1, 1, 1, 1, 1, 1}, {3, 2, 5}} {
@@ -110,10 +108,52 @@ func TestReaderShowsNULsAcrossReads(t *testing.T) {
 	}
 }
 
-func FuzzWrite(f *testing.F) {
+func FuzzMeasure(f *testing.F) {
 	f.Add([]byte(" ok\xff\x00 \r\n"), []byte{1, 2}, false)
 	f.Add([]byte("\x1b[2Kab\rc\n\u3000"), []byte{3}, true)
 	f.Fuzz(func(t *testing.T, data, plan []byte, render bool) {
 		check(t, keep(t, data, plan, render), inMemory(data, render))
 	})
+}
+
+// Closing a Reader ends the spool's second read, and a second read that
+// ends early is an error, not a short file.
+func TestReaderSecondRead(t *testing.T) {
+	calls, ended := 0, make(chan error, 1)
+	o, err := Measure(func(w io.Writer) error {
+		calls++
+		if calls == 1 {
+			_, err := io.WriteString(w, strings.Repeat("y\n", 1<<20))
+			return err
+		}
+		for {
+			if _, err := io.WriteString(w, "y\n"); err != nil {
+				ended <- err
+				return err
+			}
+		}
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := o.Reader()
+	if _, err := io.ReadFull(r, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := <-ended; err == nil {
+		t.Fatal("the read went on after Close")
+	}
+
+	short, err := Measure(func(w io.Writer) error {
+		calls++
+		_, err := io.WriteString(w, strings.Repeat("x", 100-calls))
+		return err
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := short.String(); err == nil {
+		t.Fatalf("a second read that ended early gave %d bytes and no error", len(s))
+	}
 }
