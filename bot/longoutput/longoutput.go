@@ -204,13 +204,13 @@ func (c *controls) Write(p []byte) (int, error) {
 type tracker struct {
 	size int64
 	// started: a character that is not white space was seen.
-	started                   bool
-	start, end                int64
-	runes, nuls               int64
-	runesToStart, runesToEnd  int64
-	nulsToEnd                 int64
-	held                      [utf8.UTFMax]byte
-	nheld                     int
+	started                  bool
+	start, end               int64
+	runes, nuls              int64
+	runesToStart, runesToEnd int64
+	nulsToEnd                int64
+	held                     [utf8.UTFMax]byte
+	nheld                    int
 	// tail ends at end; pending is the white space since, its last
 	// TailBytes.
 	tail, pending []byte
