@@ -365,6 +365,15 @@ func (b *SendBuilder) Document(filename, mime string, data []byte) *SendBuilder 
 	return &c
 }
 
+// DocumentOfSize attaches a document of size bytes whose content the
+// server does not keep, as one it let go (Media.Data): its message gives
+// the size, and a download of it fails.
+func (b *SendBuilder) DocumentOfSize(filename, mime string, size int) *SendBuilder {
+	c := *b
+	c.media = &Media{Filename: filename, MIME: mime, Size: size}
+	return &c
+}
+
 // Photo attaches a photo.
 func (b *SendBuilder) Photo(data []byte) *SendBuilder {
 	c := *b

@@ -369,20 +369,11 @@ func JobOf(t *testing.T, chat Chat, cmd control.Message) *shellv1alpha1.ShellJob
 	t.Helper()
 	var found *shellv1alpha1.ShellJob
 	poll(t, ReplyTimeout, fmt.Sprintf("the job of %q", cmd.Text), func() (bool, string) {
-		var list shellv1alpha1.ShellJobList
-		if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		jobs, err := listJobsOf(chat, cmd)
+		if err != nil {
 			return false, err.Error()
 		}
-		// A fake Telegram that was reset numbers its messages from 1
-		// again, so jobs of an earlier run can share chat and message:
-		// only one created since the message counts.
-		since := cmd.Date.Add(-2 * time.Second)
-		for i := range list.Items {
-			sj := &list.Items[i]
-			o := sj.Spec.Origin
-			if o.Source != shellv1alpha1.OriginTelegram || o.Chat != chat.ID || o.Message != int64(cmd.ID) || sj.CreationTimestamp.Time.Before(since) {
-				continue
-			}
+		for _, sj := range jobs {
 			if found == nil || found.CreationTimestamp.Before(&sj.CreationTimestamp) {
 				found = sj
 			}
@@ -390,9 +381,43 @@ func JobOf(t *testing.T, chat Chat, cmd control.Message) *shellv1alpha1.ShellJob
 		if found != nil {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%d jobs, none from message %d of chat %d since %s", len(list.Items), cmd.ID, chat.ID, since.Format(time.RFC3339))
+		return false, fmt.Sprintf("no job from message %d of chat %d", cmd.ID, chat.ID)
 	})
 	return found
+}
+
+// jobsOf lists the ShellJobs made for a command message.
+func jobsOf(t *testing.T, chat Chat, cmd control.Message) []string {
+	t.Helper()
+	jobs, err := listJobsOf(chat, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sj := range jobs {
+		names = append(names, sj.Name)
+	}
+	return names
+}
+
+func listJobsOf(chat Chat, cmd control.Message) ([]*shellv1alpha1.ShellJob, error) {
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	// A fake Telegram that was reset numbers its messages from 1 again, so
+	// jobs of an earlier run can share chat and message: only those
+	// created since the message count.
+	since := cmd.Date.Add(-2 * time.Second)
+	var jobs []*shellv1alpha1.ShellJob
+	for i := range list.Items {
+		sj := &list.Items[i]
+		o := sj.Spec.Origin
+		if o.Source == shellv1alpha1.OriginTelegram && o.Chat == chat.ID && o.Message == int64(cmd.ID) && !sj.CreationTimestamp.Time.Before(since) {
+			jobs = append(jobs, sj)
+		}
+	}
+	return jobs, nil
 }
 
 func describe(ms []control.Message, n int) string {

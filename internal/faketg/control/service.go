@@ -156,6 +156,8 @@ func (v *Service) Send(ctx context.Context, r SendRequest) (Message, error) {
 	switch {
 	case r.Document != nil && r.Photo != nil:
 		return Message{}, errorf(http.StatusBadRequest, "a document or a photo, not both")
+	case r.Document != nil && r.Document.Size > 0 && r.Document.Data == nil:
+		b = b.DocumentOfSize(r.Document.Name, r.Document.MIME, int(r.Document.Size))
 	case r.Document != nil:
 		b = b.Document(r.Document.Name, r.Document.MIME, r.Document.Data)
 	case r.Photo != nil:

@@ -218,11 +218,16 @@ type SendRequest struct {
 	Photo    []byte    `json:"photo,omitempty"`
 }
 
-// Document is a file a user sends. Data is base64 in JSON.
+// Document is a file a user sends. Data is base64 in JSON. Size, with no
+// Data, sends a file of that size whose content the server does not keep,
+// as for a file it let go: its message gives the size, and a download of
+// it fails (FILE_REFERENCE_EXPIRED). It tests size limits without moving
+// the bytes.
 type Document struct {
 	Name string `json:"name"`
 	MIME string `json:"mime"`
 	Data []byte `json:"data"`
+	Size int64  `json:"size,omitempty"`
 }
 
 // PressRequest presses a button.

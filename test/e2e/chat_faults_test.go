@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/faketg/control"
+)
+
+// TestChatBotKilledMidJob: the bot's process is killed (SIGKILL, no
+// shutdown at all) while a job runs; its container restarts, the preview
+// resumes without blanking, and the final has every line.
+func TestChatBotKilledMidJob(t *testing.T) {
+	p := Chats(t)
+	since := p.Group.Seq()
+	m, pv := runLong(t, p.Group, ".a for i in {1..30}; do echo line $i; sleep 1; done")
+	bot := botCgroup(t)
+	restarts := botRestarts(t)
+	if out, err := dockerExec(bot.node, "sh", "-c", fmt.Sprintf("kill -KILL $(cat %s/cgroup.procs)", bot.dir)); err != nil {
+		t.Fatalf("kill the bot's processes: %v\n%s", err, out)
+	}
+	poll(t, 2*time.Minute, "the bot's container restarted", func() (bool, string) {
+		n := botRestarts(t)
+		return n > restarts, fmt.Sprintf("restarts %d", n)
+	})
+	rolloutStatus(t, BotDeployment)
+	fin := p.Group.Final(m, 3*time.Minute)
+	if fin.Text != lines(30) {
+		t.Errorf("final %q, want 30 lines", fin.Text)
+	}
+	for _, e := range p.Group.EventsAfter(since) {
+		if e.Kind == "edit" && e.MsgID == pv.ID && e.OK() && !strings.Contains(e.Text, "line") {
+			t.Errorf("an edit blanked the preview: %q", e.Text)
+		}
+	}
+}
+
+// botRestarts is the restart count of the bot's container.
+func botRestarts(t *testing.T) int {
+	t.Helper()
+	out := strings.TrimSpace(run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot",
+		"--field-selector=status.phase=Running", "-o",
+		`jsonpath={range .items[*].status.containerStatuses[?(@.name=="bot")]}{.restartCount}{end}`))
+	var n int
+	if _, err := fmt.Sscan(out, &n); err != nil {
+		t.Fatalf("the bot's restart count: %q", out)
+	}
+	return n
+}
+
+// TestChatHugeOutputFile: a command that leaves 400 MB in $SHELLJOB_OUT
+// gets its final and a note that the file is over the limit; the bot
+// streams past it, and neither restarts nor sends it again.
+func TestChatHugeOutputFile(t *testing.T) {
+	p := Chats(t)
+	restarts := botRestarts(t)
+	m := p.Group.Send(`.a head -c 400M /dev/zero > "$SHELLJOB_OUT/big.bin"; echo small > "$SHELLJOB_OUT/small.txt"; echo done`)
+	if fin := p.Group.Final(m, 2*time.Minute); fin.Text != "done" {
+		t.Errorf("final %q, want done", fin.Text)
+	}
+	isNote := func(x control.Message) bool { return botReply(x, m.ID) && strings.Contains(x.Text, "big.bin") }
+	note := p.Group.WaitMessage(2*time.Minute, "the note about big.bin", isNote)
+	if want := texts.FilesSkipped([]string{texts.OutFileTooBig("big.bin", 400<<20, 50<<20)}); note.Text != want {
+		t.Errorf("note %q, want %q", note.Text, want)
+	}
+	small := p.Group.WaitMessage(FinalTimeout, "small.txt", func(x control.Message) bool {
+		return x.Out && x.Media != nil && x.Media.Name == "small.txt"
+	})
+	if got := file(t, small.Media.ID); got != "small\n" {
+		t.Errorf("small.txt = %q", got)
+	}
+	// Nothing comes again: no restart, no second note.
+	time.Sleep(10 * time.Second)
+	if n := botRestarts(t); n != restarts {
+		t.Errorf("the bot restarted %d times", n-restarts)
+	}
+	notes := 0
+	for _, x := range p.Group.Messages() {
+		if isNote(x) {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Errorf("%d notes about big.bin, want 1", notes)
+	}
+}
+
+// TestChatRepliedFileTooBig: a command that replies to a 1 GB file is
+// refused from the size its message gives, before any download, and no
+// job is made.
+func TestChatRepliedFileTooBig(t *testing.T) {
+	p := Chats(t)
+	doc := p.Group.SendRequest(control.SendRequest{Document: &control.Document{Name: "huge.bin", MIME: "application/octet-stream", Size: 1 << 30}})
+	m := p.Group.Reply(doc.ID, ".a wc -c huge.bin")
+	if got, want := p.Group.Answer(m), texts.InFileTooBig("huge.bin", 1<<30, 50<<20); got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+	if jobs := jobsOf(t, p.Group, m); len(jobs) != 0 {
+		t.Errorf("jobs made for a refused command: %v", jobs)
+	}
+}
+
+// TestChatRestartDuringShutdown: a command sent while the bot shuts down
+// gets one answer, whichever bot takes it, and its job is made once: the
+// new bot, which gets the message again, finds it handled.
+func TestChatRestartDuringShutdown(t *testing.T) {
+	p := Chats(t)
+	m1, _ := runLong(t, p.Group, ".a sleep 100")
+	run(t, "-n", Namespace, "delete", "pod", "-l", "app.kubernetes.io/component=bot", "--wait=false")
+	m2 := p.Group.Send(".a echo once")
+	fin1 := p.Group.Final(m1, 2*time.Minute)
+	if !strings.Contains(fin1.Text, texts.StoppedShutdownNote(130)) && !strings.Contains(fin1.Text, "offline") {
+		t.Errorf("the running job's final %q, want it stopped by the shutdown", fin1.Text)
+	}
+	fin2 := p.Group.Final(m2, 3*time.Minute)
+	if fin2.Text != "once" && fin2.Text != texts.StoppedBeforeRunShutdown {
+		t.Errorf("the final of the command sent during the shutdown: %q", fin2.Text)
+	}
+	rolloutStatus(t, BotDeployment)
+	time.Sleep(10 * time.Second)
+	if n := len(p.Group.BotReplies(m2.ID)); n != 1 {
+		t.Errorf("%d answers to the command sent during the shutdown, want 1", n)
+	}
+	if jobs := jobsOf(t, p.Group, m2); len(jobs) != 1 {
+		t.Errorf("jobs of the command sent during the shutdown: %v, want one", jobs)
+	}
+}
