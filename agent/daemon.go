@@ -63,7 +63,8 @@ type Options struct {
 	// ReadyAddr is the TCP address of the readiness endpoint (GET
 	// agentapi.ReadyPath), such as ":8079". Defaults to none.
 	ReadyAddr string
-	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or zsh.
+	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or
+	// agentapi.DefaultShell.
 	Shell string
 	// Home is the working directory of every command, and its HOME unless
 	// the environment names one. Defaults to $HOME, or / when that is unset
@@ -100,7 +101,7 @@ func (o Options) withDefaults() Options {
 		o.Socket = SocketPath(o.SpoolDir)
 	}
 	if o.Shell == "" {
-		o.Shell = cmp.Or(os.Getenv(agentapi.ShellEnv), "zsh")
+		o.Shell = cmp.Or(os.Getenv(agentapi.ShellEnv), agentapi.DefaultShell)
 	}
 	if o.Home == "" {
 		o.Home = "/"

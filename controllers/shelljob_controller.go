@@ -475,7 +475,7 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 }
 
 func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
-	shell := DefaultShell
+	shell := agentapi.DefaultShell
 	pool := &shellv1alpha1.ShellPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err == nil && pool.Spec.Shell != "" {
 		shell = pool.Spec.Shell
@@ -914,7 +914,7 @@ func oomKilled(pod *corev1.Pod) bool {
 // memoryLimit is the worker container's memory limit, "none" if unset.
 func memoryLimit(pod *corev1.Pod) string {
 	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == WorkerContainer {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == agentapi.WorkerContainer {
 			return q.String()
 		}
 	}
