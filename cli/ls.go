@@ -72,7 +72,7 @@ func (l *LsOptions) Run(ctx context.Context) error {
 		if summary == "" {
 			summary = shelljob.Summary(j.Spec.Command)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), phaseOf(j), owner(j), summary)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), shelljob.Phase(j), owner(j), summary)
 	}
 	return w.Flush()
 }

@@ -298,9 +298,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	}
 	job.Status.Number = num
 	job.Status.Summary = shelljob.Summary(job.Spec.Command)
-	if job.Status.Phase == "" {
-		job.Status.Phase = shellv1alpha1.PhaseQueued
-	}
+	job.Status.Phase = shelljob.Phase(job)
 	switch {
 	case shelljob.IsFinished(job):
 		// Its end is recorded: what memory holds of it can go.

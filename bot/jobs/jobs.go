@@ -154,17 +154,17 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.assigned = shelljob.IsAssigned(obj)
 	j.direct = shelljob.Mode(obj) == shellv1alpha1.ModeDirect
-	switch {
+	switch phase := shelljob.Phase(obj); {
 	case shelljob.IsFinished(obj):
 		if obj.Status.Ran {
 			j.state = Running
 		}
-	case obj.Status.Phase == shellv1alpha1.PhaseRunning:
+	case phase == shellv1alpha1.PhaseRunning:
 		j.state = Running
-	case obj.Status.Phase == shellv1alpha1.PhaseStopping:
+	case phase == shellv1alpha1.PhaseStopping:
 		j.state = Running
 		j.markStoppedLocked(obj.Spec.StopReason)
-	case obj.Status.Phase == "", obj.Status.Phase == shellv1alpha1.PhaseQueued:
+	case phase == shellv1alpha1.PhaseQueued:
 		j.state = Queued
 	default:
 		// A phase of a newer operator: the state stays as it was, and
