@@ -68,10 +68,7 @@ func (l *LsOptions) Run(ctx context.Context) error {
 		if j.Status.Number != 0 {
 			num = strconv.FormatInt(j.Status.Number, 10)
 		}
-		summary := j.Status.Summary
-		if summary == "" {
-			summary = shelljob.Summary(j.Spec.Command)
-		}
+		summary := shelljob.SummaryOf(j)
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), shelljob.Phase(j), owner(j), summary)
 	}
 	return w.Flush()

@@ -205,6 +205,16 @@ func Summary(cmd string) string {
 	return line
 }
 
+// SummaryOf is the job's summary as `.k ls` and `kubectl shelljob ls` show
+// it: its status.summary, or the Summary of its command before the
+// operator wrote one.
+func SummaryOf(j *shellv1alpha1.ShellJob) string {
+	if j.Status.Summary != "" {
+		return j.Status.Summary
+	}
+	return Summary(j.Spec.Command)
+}
+
 // SetScheduledCondition sets the Scheduled condition and reports whether
 // anything changed.
 func SetScheduledCondition(j *shellv1alpha1.ShellJob, now time.Time, status metav1.ConditionStatus, reason, msg string) bool {

@@ -33,6 +33,17 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+func TestSummaryOf(t *testing.T) {
+	j := utiltesting.MakeShellJob("j", "ns").Command("cd /tmp\nls").Obj()
+	if got := SummaryOf(j); got != "cd /tmp…" {
+		t.Errorf("SummaryOf before the operator wrote one = %q", got)
+	}
+	j.Status.Summary = "written"
+	if got := SummaryOf(j); got != "written" {
+		t.Errorf("SummaryOf = %q, want status.summary", got)
+	}
+}
+
 func TestSetFinishedCondition(t *testing.T) {
 	now := time.Date(2026, 1, 1, 10, 0, 0, 700_000_000, time.UTC)
 	j := utiltesting.MakeShellJob("j", "ns").Obj()
