@@ -84,7 +84,7 @@ func endedAtTerm(t *testing.T, e agentapi.Event, steps map[agentapi.Signal]time.
 	if steps[agentapi.SIGTERM].IsZero() {
 		t.Fatalf("no SIGTERM step: %v", steps)
 	}
-	if after := e.Time.Sub(steps[agentapi.SIGINT]); after < agent.StopStep/2 {
+	if after := e.Time.Sub(steps[agentapi.SIGINT]); after < agentapi.StopGrace/2 {
 		t.Errorf("ended %v after SIGINT, before SIGTERM", after)
 	}
 }
@@ -93,7 +93,7 @@ func endedAtTerm(t *testing.T, e agentapi.Event, steps map[agentapi.Signal]time.
 func stopSteps(t *testing.T, d *daemon, id string) map[agentapi.Signal]time.Time {
 	t.Helper()
 	steps := map[agentapi.Signal]time.Time{}
-	err := d.c.Stop(ctxFor(t, waitLong), id, agent.StopStep, func(sig agentapi.Signal, r agentapi.SignalResponse) {
+	err := d.c.Stop(ctxFor(t, waitLong), id, agentapi.StopGrace, func(sig agentapi.Signal, r agentapi.SignalResponse) {
 		steps[sig] = time.Now()
 		t.Logf("%s: group empty %v", sig, r.GroupEmpty)
 	})

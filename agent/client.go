@@ -212,15 +212,12 @@ func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
 	return ctx.Err()
 }
 
-// StopStep is how far apart the steps of Stop are, as the operator spaces
-// them: the reference's kill grace.
-const StopStep = 2 * time.Second
-
-// Stop escalates as the operator does: SIGINT, SIGTERM step later and
-// SIGKILL step after that, ending at the first step that finds the group
-// empty. onStep, if set, hears each step.
+// Stop escalates as the operator does, along agentapi.NextStop: SIGINT,
+// SIGTERM step later and SIGKILL step after that, ending at the first step
+// that finds the group empty. onStep, if set, hears each step.
 func (c *Client) Stop(ctx context.Context, job string, step time.Duration, onStep func(agentapi.Signal, agentapi.SignalResponse)) error {
-	for _, sig := range []agentapi.Signal{agentapi.SIGINT, agentapi.SIGTERM, agentapi.SIGKILL} {
+	sig, done := agentapi.NextStop("", false)
+	for !done {
 		resp, err := c.Signal(ctx, job, sig)
 		if err != nil {
 			return err
@@ -228,13 +225,12 @@ func (c *Client) Stop(ctx context.Context, job string, step time.Duration, onSte
 		if onStep != nil {
 			onStep(sig, resp)
 		}
-		if resp.GroupEmpty || sig == agentapi.SIGKILL {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(step):
+		if sig, done = agentapi.NextStop(sig, resp.GroupEmpty); !done {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(step):
+			}
 		}
 	}
 	return nil

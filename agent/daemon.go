@@ -27,8 +27,8 @@ import (
 const (
 	// DefaultOrphanGrace is how long a job's output may stay open once its
 	// process group is empty: the reference closes it a grace after the
-	// group is found empty, as it spaces its signal steps (2 s).
-	DefaultOrphanGrace = 2 * time.Second
+	// group is found empty, the grace that spaces its signal steps.
+	DefaultOrphanGrace = agentapi.StopGrace
 	// DefaultStatusInterval paces the status events of running jobs: about
 	// every second, enough for idle timeouts counted in seconds.
 	DefaultStatusInterval = time.Second
@@ -44,9 +44,9 @@ const (
 	signalSettle = 250 * time.Millisecond
 	// shutdownGrace is how long the daemon, asked to end, waits for the
 	// jobs it sent SIGTERM before SIGKILL, and then for them to end: a
-	// signal step of the reference each, within the worker pod's
-	// termination grace period (5 s).
-	shutdownGrace = 2 * time.Second
+	// signal step each, within the worker pod's termination grace period
+	// (5 s).
+	shutdownGrace = agentapi.StopGrace
 	// janitorInterval paces the removal of spools past their retention.
 	janitorInterval = 10 * time.Minute
 	// subscriberBuffer is how many events a slow events stream may lag
@@ -63,7 +63,8 @@ type Options struct {
 	// ReadyAddr is the TCP address of the readiness endpoint (GET
 	// agentapi.ReadyPath), such as ":8079". Defaults to none.
 	ReadyAddr string
-	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or zsh.
+	// Shell runs jobs that name none. Defaults to $SHELLJOB_SHELL, or
+	// agentapi.DefaultShell.
 	Shell string
 	// Home is the working directory of every command, and its HOME unless
 	// the environment names one. Defaults to $HOME, or / when that is unset
@@ -100,7 +101,7 @@ func (o Options) withDefaults() Options {
 		o.Socket = SocketPath(o.SpoolDir)
 	}
 	if o.Shell == "" {
-		o.Shell = cmp.Or(os.Getenv(agentapi.ShellEnv), "zsh")
+		o.Shell = cmp.Or(os.Getenv(agentapi.ShellEnv), agentapi.DefaultShell)
 	}
 	if o.Home == "" {
 		o.Home = "/"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
@@ -95,7 +94,7 @@ func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill stri
 }
 
 // listLines lists jobs, a line each: id, age, "waiting" or "stopping",
-// "guest", and the command's first 60 characters on one line.
+// "guest", and the command's summary (shelljob.Summary).
 func (b *Bot) listLines(js []*jobs.Job) string {
 	now := b.cfg.Clock.Now()
 	var lines []string
@@ -110,7 +109,7 @@ func (b *Bot) listLines(js []*jobs.Job) string {
 		if j.Guest != "" {
 			parts = append(parts, "guest")
 		}
-		parts = append(parts, summary(j.Command))
+		parts = append(parts, j.Summary())
 		lines = append(lines, strings.Join(parts, " · "))
 	}
 	return strings.Join(lines, "\n")
@@ -125,16 +124,6 @@ func age(s float64) string {
 	default:
 		return fmt.Sprintf("%dh%02dm", int(s)/3600, int(s)%3600/60)
 	}
-}
-
-// summary is the first 60 characters of cmd, on one line.
-func summary(cmd string) string {
-	one := strings.Join(strings.Fields(cmd), " ")
-	if utf8.RuneCountInString(one) <= 60 {
-		return one
-	}
-	r := []rune(one)
-	return string(r[:60]) + "…"
 }
 
 // stopPress answers a Stop button: the toast text.

@@ -735,7 +735,7 @@ func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
 		code = int(*obj.Status.ExitCode)
 	}
 	ran = obj.Status.Ran
-	if obj.Spec.Stop && obj.Status.Phase == shellv1alpha1.PhaseStopped {
+	if obj.Spec.Stop && shelljob.IsStopped(obj) {
 		stop = preview.StoppedByUser
 		if obj.Spec.StopReason == shellv1alpha1.StopReasonShutdown {
 			stop = preview.StoppedByShutdown

@@ -22,10 +22,6 @@ import (
 	"shelljob.dev/shelljob/internal/agentclient"
 )
 
-// workerContainer is the agent's container in worker pods
-// (controllers.WorkerContainer; cli never imports controllers).
-const workerContainer = "agent"
-
 // TerminalExec runs command in a pod's container with a terminal, as
 // `kubectl exec -it` does.
 type TerminalExec func(ctx context.Context, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error
@@ -88,7 +84,7 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		agent, err := agentclient.New(config, agentclient.Options{Container: workerContainer})
+		agent, err := agentclient.New(config, agentclient.Options{Container: agentapi.WorkerContainer})
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +116,7 @@ func terminalExec(config *rest.Config, core rest.Interface) TerminalExec {
 	return func(ctx context.Context, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error {
 		u := core.Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("exec").
 			VersionedParams(&corev1.PodExecOptions{
-				Container: workerContainer,
+				Container: agentapi.WorkerContainer,
 				Command:   command,
 				Stdin:     opts.Stdin != nil,
 				Stdout:    opts.Stdout != nil,

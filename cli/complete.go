@@ -58,7 +58,7 @@ func completeJobs(o *Options, unfinished bool) cobra.CompletionFunc {
 				continue
 			}
 			if strings.HasPrefix(j.Name, prefix) {
-				out = append(out, j.Name+"\t#"+strconv.FormatInt(j.Status.Number, 10)+" "+j.Status.Summary)
+				out = append(out, j.Name+"\t#"+strconv.FormatInt(j.Status.Number, 10)+" "+shelljob.SummaryOf(j))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp

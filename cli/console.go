@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 )
 
 // PipedEOFGrace is how long a console with a piped stdin keeps the stream
@@ -177,10 +179,7 @@ func (c *ConsoleOptions) findWorker(ctx context.Context, cl *Cluster) (types.Nam
 	if err := cl.Client.Get(ctx, types.NamespacedName{Namespace: cl.Namespace, Name: c.Pool}, &pool); err != nil {
 		return types.NamespacedName{}, "", err
 	}
-	shell := pool.Spec.Shell
-	if shell == "" {
-		shell = "zsh"
-	}
+	shell := cmp.Or(pool.Spec.Shell, agentapi.DefaultShell)
 	ns := cl.WorkerNamespace
 	if ns == "" {
 		ns = pool.Status.WorkerNamespace

@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 )
 
-const (
-	execLong = `Runs a shell command as a ShellJob on a worker of a ShellPool, streams its
+var execLong = `Runs a shell command as a ShellJob on a worker of a ShellPool, streams its
 output live, and exits with the command's exit code.
 
 The command is what follows --, the file of -f, or, with neither, the
@@ -25,14 +25,14 @@ API's limit; a longer one fails before anything is created.
 --timeout is the longest the command may stay silent. Past it, the job is
 stopped with reason Timeout and the exit code is 124.
 
-Ctrl-C stops the job (SIGINT, SIGTERM, SIGKILL, 2 s apart) and waits for its
+Ctrl-C stops the job (` + agentapi.StopLadderText() + `) and waits for its
 end. A second Ctrl-C detaches; the job goes on stopping.
 
 Files the command leaves in $SHELLJOB_OUT are saved under --output-dir and
 their paths printed. PNG images are also shown inline, with the kitty
 graphics protocol, when the standard output is a terminal.`
 
-	execExample = `  # Run a command on the default pool.
+const execExample = `  # Run a command on the default pool.
   kubectl shelljob exec -- uname -a
 
   # Run a script, with no idle timeout, in the pool's persistent shell.
@@ -40,7 +40,6 @@ graphics protocol, when the standard output is a terminal.`
 
   # Run a local file's contents on the gpu pool.
   kubectl shelljob exec --pool gpu -f train.sh`
-)
 
 // ExecOptions are the options of the exec command.
 type ExecOptions struct {

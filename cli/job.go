@@ -155,14 +155,6 @@ func (c *Cluster) stopJob(ctx context.Context, name string) (stopOutcome, error)
 	}
 }
 
-// phaseOf is the job's phase, Queued before the operator saw it.
-func phaseOf(sj *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobPhase {
-	if sj.Status.Phase == "" {
-		return shellv1alpha1.PhaseQueued
-	}
-	return sj.Status.Phase
-}
-
 // finishedReason is the reason of the job's Finished condition.
 func finishedReason(sj *shellv1alpha1.ShellJob) (reason, message string) {
 	if c := meta.FindStatusCondition(sj.Status.Conditions, shellv1alpha1.ShellJobFinished); c != nil {

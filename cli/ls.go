@@ -68,11 +68,8 @@ func (l *LsOptions) Run(ctx context.Context) error {
 		if j.Status.Number != 0 {
 			num = strconv.FormatInt(j.Status.Number, 10)
 		}
-		summary := j.Status.Summary
-		if summary == "" {
-			summary = shelljob.Summary(j.Spec.Command)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), phaseOf(j), owner(j), summary)
+		summary := shelljob.SummaryOf(j)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", num, j.Name, age(now, j.CreationTimestamp), shelljob.Phase(j), owner(j), summary)
 	}
 	return w.Flush()
 }

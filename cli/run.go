@@ -183,7 +183,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			fmt.Fprintln(r.ErrOut, outcome.text(last.Status.Number)+" (Ctrl-C again to detach)")
 		case j := <-jobs:
 			last = j
-			if !queued && !following && phaseOf(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
+			if !queued && !following && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
 				!shelljob.IsFinished(j) && isWaiting(j) {
 				queued = true
 				fmt.Fprintln(r.ErrOut, texts.HeaderQueued(j.Status.Number))
@@ -308,7 +308,7 @@ func (r *runner) exitCode(j *shellv1alpha1.ShellJob) (int, error) {
 		return ExitInterrupted, nil
 	case j.Status.ExitCode == nil:
 		return 1, fmt.Errorf("#%d ended without an exit status: %s: %s", n, reason, msg)
-	case j.Status.Phase == shellv1alpha1.PhaseStopped:
+	case shelljob.IsStopped(j):
 		fmt.Fprintln(r.ErrOut, texts.StoppedNote(int(*j.Status.ExitCode)))
 	}
 	return int(*j.Status.ExitCode), nil

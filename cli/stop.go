@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -31,8 +32,8 @@ func NewStopCmd(o *Options) *cobra.Command {
 		Use:   "stop (JOB... | --all)",
 		Short: "Stop jobs, as the chat's .k does",
 		Long: `Stops jobs, named or numbered (N or #N), or every queued or running job of the
-namespace with --all. A queued job never runs; a running one gets SIGINT,
-SIGTERM and SIGKILL on its process group, 2 s apart, until the group is
+namespace with --all. A queued job never runs; a running one gets
+` + agentapi.StopLadderText() + `, on its process group until the group is
 empty. It answers as the chat's .k does.`,
 		Example: `  kubectl shelljob stop 12
   kubectl shelljob stop cli-x7k2p

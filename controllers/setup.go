@@ -55,7 +55,7 @@ type Options struct {
 	// DefaultWorkerImage.
 	WorkerImage string
 	// StopGrace is the wait between the signals of a stop. Defaults to
-	// DefaultStopGrace.
+	// agentapi.StopGrace.
 	StopGrace time.Duration
 	// DeliveryGrace bounds how long a retired worker waits for the
 	// delivery of the jobs that ended on it, and how long a finished

@@ -37,10 +37,6 @@ import (
 )
 
 const (
-	// DefaultStopGrace is the wait between the signals of a stop: the
-	// reference's ZSH_KILL_GRACE, 2 s, enough for a trap to print its
-	// goodbye and for a well-behaved program to exit on SIGINT.
-	DefaultStopGrace = 2 * time.Second
 	// DefaultJobTTL is how long a finished job that sets no TTL stays: a
 	// day of chat commands, each up to 64 KiB of command text, in etcd and
 	// in every cache of jobs.
@@ -97,7 +93,7 @@ type ShellJobReconciler struct {
 	// jobs of a pool that names another wait. Defaults to none.
 	ServiceAccounts ServiceAccountPolicy
 	// StopGrace is the wait between the signals of a stop. Defaults to
-	// DefaultStopGrace.
+	// agentapi.StopGrace.
 	StopGrace time.Duration
 	// JobTTL is how long a finished job that sets no
 	// spec.ttlSecondsAfterFinished stays. Defaults to DefaultJobTTL;
@@ -302,9 +298,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	}
 	job.Status.Number = num
 	job.Status.Summary = shelljob.Summary(job.Spec.Command)
-	if job.Status.Phase == "" {
-		job.Status.Phase = shellv1alpha1.PhaseQueued
-	}
+	job.Status.Phase = shelljob.Phase(job)
 	switch {
 	case shelljob.IsFinished(job):
 		// Its end is recorded: what memory holds of it can go.
@@ -479,7 +473,7 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 }
 
 func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
-	shell := DefaultShell
+	shell := agentapi.DefaultShell
 	pool := &shellv1alpha1.ShellPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err == nil && pool.Spec.Shell != "" {
 		shell = pool.Spec.Shell
@@ -612,27 +606,29 @@ func (r *ShellJobReconciler) timeout(job *shellv1alpha1.ShellJob, f agentFacts, 
 	return "", next
 }
 
-// stop escalates: SIGINT at once, SIGTERM a grace later, SIGKILL a grace
-// after that, and nothing more once a signal finds the group empty. The
-// job ends when the agent reports its exit.
+// stop escalates along agentapi.NextStop: SIGINT at once, SIGTERM a grace
+// later, SIGKILL a grace after that, and nothing more once a signal finds
+// the group empty. The job ends when the agent reports its exit.
 func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
 	job.Status.Phase = shellv1alpha1.PhaseStopping
 	sent := r.sentSignals(job)
 	job.Status.StopSteps = steps(sent)
-	next := shellv1alpha1.SIGINT
+	sig, _ := agentapi.NextStop("", false)
 	if n := len(sent); n > 0 {
 		last := sent[n-1]
-		if last.step.GroupEmpty || last.step.Signal == shellv1alpha1.SIGKILL {
+		prev, _ := agentapi.ParseSignal(string(last.step.Signal))
+		var done bool
+		if sig, done = agentapi.NextStop(prev, last.step.GroupEmpty); done {
 			return ctrl.Result{}, nil
 		}
 		if due := last.at.Add(r.StopGrace); now.Before(due) {
 			return ctrl.Result{RequeueAfter: due.Sub(now)}, nil
 		}
-		next = nextSignal[last.step.Signal]
 	}
+	next := shellv1alpha1.Signal(sig.Name())
 	callCtx, cancel := detached(ctx, agentCallTimeout)
 	defer cancel()
-	resp, err := r.Agent.Signal(callCtx, client.ObjectKeyFromObject(pod), string(job.UID), agentSignals[next])
+	resp, err := r.Agent.Signal(callCtx, client.ObjectKeyFromObject(pod), string(job.UID), sig)
 	if errors.Is(err, agentapi.ErrUnknownJob) {
 		return r.workerLost(ctx, job, now, fmt.Sprintf("the agent of worker %s no longer knows the job", pod.Name))
 	}
@@ -652,23 +648,11 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 		msg += "; the group is empty"
 	}
 	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Signal", "Stop", msg)
-	if resp.GroupEmpty || next == shellv1alpha1.SIGKILL {
+	if _, done := agentapi.NextStop(sig, resp.GroupEmpty); done {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.StopGrace}, nil
 }
-
-var (
-	nextSignal = map[shellv1alpha1.Signal]shellv1alpha1.Signal{
-		shellv1alpha1.SIGINT:  shellv1alpha1.SIGTERM,
-		shellv1alpha1.SIGTERM: shellv1alpha1.SIGKILL,
-	}
-	agentSignals = map[shellv1alpha1.Signal]agentapi.Signal{
-		shellv1alpha1.SIGINT:  agentapi.SIGINT,
-		shellv1alpha1.SIGTERM: agentapi.SIGTERM,
-		shellv1alpha1.SIGKILL: agentapi.SIGKILL,
-	}
-)
 
 // recordExit writes the end the agent reported into the job's status, and
 // says it in words ("exit 3").
@@ -928,7 +912,7 @@ func oomKilled(pod *corev1.Pod) bool {
 // memoryLimit is the worker container's memory limit, "none" if unset.
 func memoryLimit(pod *corev1.Pod) string {
 	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == WorkerContainer {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == agentapi.WorkerContainer {
 			return q.String()
 		}
 	}
@@ -1046,7 +1030,7 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 		r.Clock = clock.RealClock{}
 	}
 	if r.StopGrace == 0 {
-		r.StopGrace = DefaultStopGrace
+		r.StopGrace = agentapi.StopGrace
 	}
 	if r.JobTTL == 0 {
 		r.JobTTL = DefaultJobTTL

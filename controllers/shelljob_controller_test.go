@@ -515,7 +515,7 @@ func TestShutdownMidStop(t *testing.T) {
 			agent := newFakeAgent()
 			// The default grace: the next operator hears the exit from the
 			// agent's replay well before a further signal is due.
-			opts := Options{Agent: agent, StopGrace: DefaultStopGrace}
+			opts := Options{Agent: agent, StopGrace: agentapi.StopGrace}
 			op := startOperatorWith(t, ns, opts)
 			readyPool(t, ns, "shell", 1)
 			createJob(t, utiltesting.MakeShellJob("job", ns).Command(tc.command))

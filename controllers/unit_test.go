@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -152,7 +153,7 @@ func TestRevision(t *testing.T) {
 		"replicas":        func(p *shellv1alpha1.ShellPool) { p.Spec.Replicas = 16 },
 		"stateful worker": func(p *shellv1alpha1.ShellPool) { p.Spec.StatefulWorker = 2 },
 		"defaults spelled out": func(p *shellv1alpha1.ShellPool) {
-			p.Spec.Image, p.Spec.Shell, p.Spec.ImagePullPolicy = DefaultWorkerImage, DefaultShell, corev1.PullIfNotPresent
+			p.Spec.Image, p.Spec.Shell, p.Spec.ImagePullPolicy = DefaultWorkerImage, agentapi.DefaultShell, corev1.PullIfNotPresent
 		},
 	}
 	for name, change := range same {
@@ -235,7 +236,7 @@ func TestWorkerDefaults(t *testing.T) {
 // TestWorkerEnd: how a job's end is told from its worker pod.
 func TestWorkerEnd(t *testing.T) {
 	limited := func(p *corev1.Pod) {
-		p.Spec.Containers = []corev1.Container{{Name: WorkerContainer, Resources: corev1.ResourceRequirements{
+		p.Spec.Containers = []corev1.Container{{Name: agentapi.WorkerContainer, Resources: corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
 	}
 	cases := []struct {
@@ -256,7 +257,7 @@ func TestWorkerEnd(t *testing.T) {
 		{"container killed out of memory", func(p *corev1.Pod) {
 			limited(p)
 			p.Status.Phase = corev1.PodFailed
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer,
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: agentapi.WorkerContainer,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
 		}, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "was killed out of memory, at its limit of 1Gi"},
 		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} },

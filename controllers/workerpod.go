@@ -25,11 +25,6 @@ import (
 const (
 	// DefaultWorkerImage is the worker image of pools that name none.
 	DefaultWorkerImage = "shelljob/worker:0.1.0"
-	// DefaultShell runs the commands of pools that name none.
-	DefaultShell = "zsh"
-
-	// WorkerContainer is the name of the agent's container in worker pods.
-	WorkerContainer = "agent"
 	// spoolVolume is the emptyDir mounted at agentapi.SpoolDir.
 	spoolVolume = "spool"
 	// workerTerminationGrace is short: the operator deletes a worker only
@@ -185,7 +180,7 @@ func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTempla
 		t.ImagePullPolicy = corev1.PullIfNotPresent
 	}
 	if t.Shell == "" {
-		t.Shell = DefaultShell
+		t.Shell = agentapi.DefaultShell
 	}
 	return t
 }
@@ -276,7 +271,7 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 			NodeSelector:                  t.Template.NodeSelector,
 			Tolerations:                   t.Template.Tolerations,
 			Containers: []corev1.Container{{
-				Name:            WorkerContainer,
+				Name:            agentapi.WorkerContainer,
 				Image:           t.Image,
 				ImagePullPolicy: t.ImagePullPolicy,
 				Command:         []string{agentapi.AgentPath},

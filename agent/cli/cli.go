@@ -247,10 +247,8 @@ func signalCmd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s := agentapi.Signal(strings.TrimPrefix(strings.ToUpper(*sig), "SIG"))
-	switch s {
-	case agentapi.SIGINT, agentapi.SIGTERM, agentapi.SIGKILL:
-	default:
+	s, ok := agentapi.ParseSignal(*sig)
+	if !ok {
 		return usageError{fmt.Errorf("--signal %q: INT, TERM or KILL", *sig)}
 	}
 	ctx, cancel := e.context(false)
@@ -264,7 +262,7 @@ func signalCmd(e *env, args []string) error {
 
 func stop(e *env, args []string) error {
 	fs := e.jobFlags()
-	step := fs.Duration("step", agent.StopStep, "time between the signals")
+	step := fs.Duration("step", agentapi.StopGrace, "time between the signals")
 	c, err := e.parseJob(args)
 	if err != nil {
 		return err

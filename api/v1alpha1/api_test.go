@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -53,7 +54,8 @@ func TestShellPoolDefaults(t *testing.T) {
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	want := shellv1alpha1.ShellPoolSpec{Replicas: 16, StatefulWorker: 0, Shell: "zsh", SpoolSizeLimit: ptr.To(resource.MustParse("1Gi"))}
+	// spec.shell defaults to the worker pod contract's shell.
+	want := shellv1alpha1.ShellPoolSpec{Replicas: 16, StatefulWorker: 0, Shell: agentapi.DefaultShell, SpoolSizeLimit: ptr.To(resource.MustParse("1Gi"))}
 	if diff := cmp.Diff(want, pool.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("spec after create (-want +got):\n%s", diff)
 	}

@@ -65,6 +65,7 @@ type Job struct {
 
 	mu      sync.Mutex
 	number  int64
+	summary string
 	state   State
 	stopped bool
 	reason  shellv1alpha1.StopReason
@@ -82,7 +83,7 @@ type Job struct {
 // New returns a queued job; onStop is called once, by the first Cancel
 // that stops it, to ask the cluster.
 func New(i Info, onStop func(shellv1alpha1.StopReason)) *Job {
-	return &Job{Info: i, onStop: onStop, changed: make(chan struct{}, 1), done: make(chan struct{})}
+	return &Job{Info: i, summary: shelljob.Summary(i.Command), onStop: onStop, changed: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (j *Job) notify() {
@@ -103,6 +104,14 @@ func (j *Job) Number() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.number
+}
+
+// Summary is the command's summary, as the ShellJob's status has it
+// (shelljob.SummaryOf).
+func (j *Job) Summary() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.summary
 }
 
 // SetNumber records #N.
@@ -152,19 +161,20 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	if obj.Status.Number != 0 {
 		j.number = obj.Status.Number
 	}
+	j.summary = shelljob.SummaryOf(obj)
 	j.assigned = shelljob.IsAssigned(obj)
 	j.direct = shelljob.Mode(obj) == shellv1alpha1.ModeDirect
-	switch {
+	switch phase := shelljob.Phase(obj); {
 	case shelljob.IsFinished(obj):
 		if obj.Status.Ran {
 			j.state = Running
 		}
-	case obj.Status.Phase == shellv1alpha1.PhaseRunning:
+	case phase == shellv1alpha1.PhaseRunning:
 		j.state = Running
-	case obj.Status.Phase == shellv1alpha1.PhaseStopping:
+	case phase == shellv1alpha1.PhaseStopping:
 		j.state = Running
 		j.markStoppedLocked(obj.Spec.StopReason)
-	case obj.Status.Phase == "", obj.Status.Phase == shellv1alpha1.PhaseQueued:
+	case phase == shellv1alpha1.PhaseQueued:
 		j.state = Queued
 	default:
 		// A phase of a newer operator: the state stays as it was, and

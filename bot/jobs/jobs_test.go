@@ -128,3 +128,18 @@ func TestObserveUnknownPhase(t *testing.T) {
 		t.Errorf("after an unknown phase: state %v, number %d", j.State(), j.Number())
 	}
 }
+
+// TestSummaryFromStatus: .k ls shows the summary the operator wrote, and
+// shelljob.Summary of the command until then.
+func TestSummaryFromStatus(t *testing.T) {
+	j := New(Info{Name: "a", Command: "cd /tmp\nls"}, nil)
+	if got := j.Summary(); got != "cd /tmp…" {
+		t.Errorf("summary before any status: %q", got)
+	}
+	obj := &shellv1alpha1.ShellJob{Spec: shellv1alpha1.ShellJobSpec{Command: "cd /tmp\nls"}}
+	obj.Status.Summary = "as the operator wrote it"
+	j.Observe(obj)
+	if got := j.Summary(); got != obj.Status.Summary {
+		t.Errorf("summary %q, want the status's %q", got, obj.Status.Summary)
+	}
+}

@@ -53,6 +53,7 @@ import (
 	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
 )
 
@@ -82,7 +83,7 @@ func run() error {
 	var (
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
 		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
-		container = flag.String("worker-container", "agent", "container of the worker pods that runs the agent")
+		container = flag.String("worker-container", agentapi.WorkerContainer, "container of the worker pods that runs the agent")
 		workerNS  = flag.String("worker-namespace", "", "namespace of the worker pods, where the agent is exec'd (default: -namespace)")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")

@@ -19,8 +19,19 @@ const (
 	// SpoolDirEnv overrides SpoolDir for the daemon and its subcommands.
 	SpoolDirEnv = "SHELLJOB_SPOOL_DIR"
 	// ShellEnv names the shell of jobs whose StartRequest names none (the
-	// pool's); zsh when unset.
+	// pool's); DefaultShell when unset.
 	ShellEnv = "SHELLJOB_SHELL"
+)
+
+// The rest of the worker pod's contract, which the operator's pod template
+// and every caller of the agent (the operator, the bot, the CLI) share.
+const (
+	// WorkerContainer is the worker pod's container that runs the agent:
+	// the container of every exec into a worker.
+	WorkerContainer = "agent"
+	// DefaultShell runs the jobs of a pool that names no shell, as
+	// ShellPool's spec.shell defaults to.
+	DefaultShell = "zsh"
 )
 
 // The worker pod's readiness endpoint: the daemon, run with
@@ -151,7 +162,7 @@ type StartRequest struct {
 	// Stateful feeds Command to the worker's persistent shell; otherwise it
 	// runs as `SHELL -c COMMAND` in a new session. Stateful needs zsh.
 	Stateful bool `json:"stateful,omitempty"`
-	// Shell is the shell to run, such as zsh. Defaults to zsh.
+	// Shell is the shell to run, such as zsh. Defaults to DefaultShell.
 	Shell string `json:"shell,omitempty"`
 }
 

@@ -37,6 +37,27 @@ func IsFinished(j *shellv1alpha1.ShellJob) bool {
 	}
 }
 
+// Phase is the job's phase, Queued before the operator first wrote it.
+func Phase(j *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobPhase {
+	if j.Status.Phase == "" {
+		return shellv1alpha1.PhaseQueued
+	}
+	return j.Status.Phase
+}
+
+// IsStopped tells whether the job ended because of a stop: its command
+// ended after one, or never ran. Its Finished condition's reason or its
+// phase says so.
+func IsStopped(j *shellv1alpha1.ShellJob) bool {
+	if c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobFinished); c != nil && c.Status == metav1.ConditionTrue {
+		switch c.Reason {
+		case shellv1alpha1.ShellJobFinishedReasonStopped, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun:
+			return true
+		}
+	}
+	return j.Status.Phase == shellv1alpha1.PhaseStopped
+}
+
 // IsAssigned tells whether the job has a worker pod, started or not.
 func IsAssigned(j *shellv1alpha1.ShellJob) bool {
 	return j.Status.Pod != ""
@@ -182,6 +203,16 @@ func Summary(cmd string) string {
 		line += "…"
 	}
 	return line
+}
+
+// SummaryOf is the job's summary as `.k ls` and `kubectl shelljob ls` show
+// it: its status.summary, or the Summary of its command before the
+// operator wrote one.
+func SummaryOf(j *shellv1alpha1.ShellJob) string {
+	if j.Status.Summary != "" {
+		return j.Status.Summary
+	}
+	return Summary(j.Spec.Command)
 }
 
 // SetScheduledCondition sets the Scheduled condition and reports whether

@@ -33,6 +33,17 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+func TestSummaryOf(t *testing.T) {
+	j := utiltesting.MakeShellJob("j", "ns").Command("cd /tmp\nls").Obj()
+	if got := SummaryOf(j); got != "cd /tmp…" {
+		t.Errorf("SummaryOf before the operator wrote one = %q", got)
+	}
+	j.Status.Summary = "written"
+	if got := SummaryOf(j); got != "written" {
+		t.Errorf("SummaryOf = %q, want status.summary", got)
+	}
+}
+
 func TestSetFinishedCondition(t *testing.T) {
 	now := time.Date(2026, 1, 1, 10, 0, 0, 700_000_000, time.UTC)
 	j := utiltesting.MakeShellJob("j", "ns").Obj()
@@ -146,6 +157,47 @@ func TestIsFinishedByPhase(t *testing.T) {
 	SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "exit 0")
 	if !IsFinished(j) {
 		t.Error("an unknown phase with Finished=True is not finished")
+	}
+}
+
+func TestPhase(t *testing.T) {
+	for phase, want := range map[shellv1alpha1.ShellJobPhase]shellv1alpha1.ShellJobPhase{
+		"":                         shellv1alpha1.PhaseQueued,
+		shellv1alpha1.PhaseRunning: shellv1alpha1.PhaseRunning,
+		"Paused":                   "Paused",
+	} {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Phase = phase
+		if got := Phase(j); got != want {
+			t.Errorf("Phase(phase %q) = %q, want %q", phase, got, want)
+		}
+	}
+}
+
+func TestIsStopped(t *testing.T) {
+	for name, tc := range map[string]struct {
+		phase  shellv1alpha1.ShellJobPhase
+		reason string
+		want   bool
+	}{
+		"queued":                    {phase: shellv1alpha1.PhaseQueued},
+		"stopping":                  {phase: shellv1alpha1.PhaseStopping},
+		"succeeded":                 {phase: shellv1alpha1.PhaseSucceeded, reason: shellv1alpha1.ShellJobFinishedReasonExited},
+		"failed":                    {phase: shellv1alpha1.PhaseFailed, reason: shellv1alpha1.ShellJobFinishedReasonWorkerLost},
+		"stopped":                   {phase: shellv1alpha1.PhaseStopped, reason: shellv1alpha1.ShellJobFinishedReasonStopped, want: true},
+		"stopped before it ran":     {phase: shellv1alpha1.PhaseStopped, reason: shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, want: true},
+		"stopped, no condition yet": {phase: shellv1alpha1.PhaseStopped, want: true},
+		"stopped, newer phase":      {phase: "Paused", reason: shellv1alpha1.ShellJobFinishedReasonStopped, want: true},
+		"newer phase":               {phase: "Paused"},
+	} {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Phase = tc.phase
+		if tc.reason != "" {
+			SetFinishedCondition(j, time.Now(), tc.reason, "")
+		}
+		if got := IsStopped(j); got != tc.want {
+			t.Errorf("%s: IsStopped = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/controllers"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
 	joblife "shelljob.dev/shelljob/internal/shelljob"
@@ -115,7 +114,7 @@ func newAgent(t *testing.T, share bool) *agentclient.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agentclient.New(cfg, agentclient.Options{Container: controllers.WorkerContainer, ShareFollows: share})
+	a, err := agentclient.New(cfg, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: share})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +241,7 @@ func waitStarted(t *testing.T, j *shellv1alpha1.ShellJob) *shellv1alpha1.ShellJo
 func execToFirstByte(t *testing.T, pod string, command ...string) time.Duration {
 	t.Helper()
 	var w firstByte
-	cmd := kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, command...)...)
+	cmd := kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--"}, command...)...)
 	cmd.Stdout = &w
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
@@ -278,7 +277,7 @@ func throughputJob(t *testing.T, agent *agentclient.Client, size int64) {
 func throughputExec(t *testing.T, pod string, size int64) float64 {
 	t.Helper()
 	var w firstByte
-	cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--",
+	cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--",
 		"head", "-c", strconv.FormatInt(size, 10), "/dev/zero")
 	cmd.Stdout = &w
 	if err := cmd.Run(); err != nil {
@@ -336,7 +335,7 @@ func stopExec(t *testing.T, pod string) time.Duration {
 	t.Helper()
 	tag := strconv.FormatInt(time.Now().UnixNano()%100000+100000, 10)
 	inPod := func(args ...string) *exec.Cmd {
-		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...)
+		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--"}, args...)...)
 	}
 	sleeper := inPod("sleep", tag)
 	sleeper.Stdout, sleeper.Stderr = io.Discard, io.Discard
@@ -430,7 +429,7 @@ func TestBenchBurst(t *testing.T) {
 	b0 := time.Now()
 	parallel(jobs, workers, func(i int) {
 		pod := pods[i%workers].Name
-		cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--", "zsh", "-c", fmt.Sprintf("echo burst %d", i))
+		cmd := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--", "zsh", "-c", fmt.Sprintf("echo burst %d", i))
 		if out, err := cmd.Output(); err != nil || string(out) != fmt.Sprintf("burst %d\n", i) {
 			t.Errorf("kubectl exec %d: %q, %v", i, out, err)
 		}

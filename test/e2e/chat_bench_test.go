@@ -21,6 +21,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg/control"
 	jobstate "shelljob.dev/shelljob/internal/shelljob"
 )
@@ -133,7 +134,7 @@ func stopLatency(t *testing.T, chat Chat) time.Duration {
 func execWall(t *testing.T, pod string, command ...string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	run(t, append([]string{"-n", WorkerNamespace, "exec", pod, "-c", "agent", "--"}, command...)...)
+	run(t, append([]string{"-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--"}, command...)...)
 	return time.Since(start)
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -219,7 +220,7 @@ func TestCLILogsFollowCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll(t, JobTimeout, "line2", func() (bool, string) { return strings.Contains(out.String(), "line2"), out.String() })
-	run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--", "zsh", "-c",
+	run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer, "--", "zsh", "-c",
 		`for p in /proc/[0-9]*; do [[ ${p#/proc/} != $$ && "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" == *" follow "*--job=`+string(j.UID)+`* ]] && kill ${p#/proc/}; done; true`)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("logs -f: %v\n%s", err, out.String())
@@ -342,7 +343,7 @@ func TestBenchCLI(t *testing.T) {
 	var ours, base []time.Duration
 	for range runs {
 		ours = append(ours, timed(shelljobCmd(t, "exec", "--pool", Pool, "--", "echo", "hi")))
-		base = append(base, timed(kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", "agent", "--", "echo", "hi")))
+		base = append(base, timed(kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--", "echo", "hi")))
 	}
 	report("cli_exec_p50", pct(ours, 50), "ms")
 	report("cli_exec_p95", pct(ours, 95), "ms")

@@ -280,7 +280,7 @@ func Output(t *testing.T, j *shellv1alpha1.ShellJob) string {
 	if j.Status.Pod == "" {
 		t.Fatalf("job %s has no pod", j.Name)
 	}
-	return run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--",
+	return run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer, "--",
 		agentapi.AgentPath, agentapi.CmdFollow, agentapi.FlagJob, string(j.UID))
 }
 

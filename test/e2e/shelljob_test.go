@@ -23,7 +23,6 @@ import (
 
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/controllers"
 	"shelljob.dev/shelljob/internal/agentapi"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -406,7 +405,7 @@ func TestOperatorKilled(t *testing.T) {
 	// channels off).
 	for _, pod := range slices.Compact([]string{ends.Status.Pod, stopped.Status.Pod, created.Status.Pod}) {
 		poll(t, 3*time.Minute, "one control channel on "+pod, func() (bool, string) {
-			out, _ := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--",
+			out, _ := kubectlCmd("-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--",
 				"pgrep", "-c", "-f", operatorChannel).Output()
 			n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 			return n <= 1, fmt.Sprintf("%d operator control processes", n)
@@ -431,7 +430,7 @@ func TestWarmChannelCut(t *testing.T) {
 	pods := slices.Compact([]string{trap.Status.Pod, ends.Status.Pod})
 	const control = operatorChannel
 	inPod := func(pod string, args ...string) error {
-		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", controllers.WorkerContainer, "--"}, args...)...).Run()
+		return kubectlCmd(append([]string{"-n", WorkerNamespace, "exec", pod, "-c", agentapi.WorkerContainer, "--"}, args...)...).Run()
 	}
 	for _, pod := range pods {
 		if inPod(pod, "pgrep", "-f", control) != nil {
@@ -469,7 +468,7 @@ func TestWarmChannelCut(t *testing.T) {
 func TestReadersGoneJobStillEnds(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	j := WaitForJobPhase(t, Create(t, Job(t, "readers", "echo started; sleep 1000"))[0], JobTimeout, shellv1alpha1.PhaseRunning)
-	follow := kubectlCmd("-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--",
+	follow := kubectlCmd("-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer, "--",
 		agentapi.AgentPath, agentapi.CmdFollow, agentapi.FlagJob, string(j.UID))
 	out, err := follow.StdoutPipe()
 	if err != nil {
@@ -489,7 +488,7 @@ func TestReadersGoneJobStillEnds(t *testing.T) {
 		t.Errorf("phase %s, want Stopped", j.Status.Phase)
 	}
 	poll(t, JobTimeout, "no process of the job or of its reader in "+j.Status.Pod, func() (bool, string) {
-		ps := run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", "agent", "--", "ps", "-eo", "pid,args")
+		ps := run(t, "-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer, "--", "ps", "-eo", "pid,args")
 		return !strings.Contains(ps, "sleep 1000") && !strings.Contains(ps, string(j.UID)), ps
 	})
 }
