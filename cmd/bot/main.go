@@ -83,7 +83,6 @@ func run() error {
 	var (
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
 		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
-		container = flag.String("worker-container", agentapi.WorkerContainer, "container of the worker pods that runs the agent")
 		workerNS  = flag.String("worker-namespace", "", "namespace of the worker pods, where the agent is exec'd (default: -namespace)")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
@@ -159,7 +158,7 @@ func run() error {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
 	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
-	agent, err := agentclient.New(cfg, agentclient.Options{Container: *container, ShareFollows: true})
+	agent, err := agentclient.New(cfg, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: true})
 	if err != nil {
 		return err
 	}
