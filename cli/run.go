@@ -184,7 +184,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 		case j := <-jobs:
 			last = j
 			if !queued && !following && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
-				!shelljob.IsFinished(j) && isWaiting(j) {
+				shelljob.IsWaiting(j) {
 				queued = true
 				fmt.Fprintln(r.ErrOut, texts.HeaderQueued(j.Status.Number))
 			}
@@ -255,16 +255,6 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			return r.exitCode(j)
 		}
 	}
-}
-
-// isWaiting tells whether the operator said the job waits for a worker.
-func isWaiting(j *shellv1alpha1.ShellJob) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == shellv1alpha1.ShellJobScheduled && c.Status == metav1.ConditionFalse {
-			return true
-		}
-	}
-	return false
 }
 
 // follow copies the job's output to w until it is closed, following again

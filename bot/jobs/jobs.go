@@ -72,9 +72,10 @@ type Job struct {
 	preview int
 	draft   int64
 	ended   bool
-	// assigned: the job has a worker; direct: its mode never waits for one.
+	// assigned: the job has a worker; waiting: the operator could not
+	// place it yet.
 	assigned bool
-	direct   bool
+	waiting  bool
 	onStop   func(shellv1alpha1.StopReason)
 	changed  chan struct{}
 	done     chan struct{}
@@ -139,13 +140,13 @@ func (j *Job) stateLocked() State {
 	return j.state
 }
 
-// Waiting tells whether the job waits for a free shell: it is Queued with
-// no worker assigned, and its mode can wait (Direct never does). A job
-// placed on a worker but not started yet is not waiting.
+// Waiting tells whether the job waits for a free shell, as the operator
+// said (shelljob.IsWaiting). A job placed on a worker but not started yet
+// is not waiting.
 func (j *Job) Waiting() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.stateLocked() == Queued && !j.assigned && !j.direct
+	return j.stateLocked() == Queued && j.waiting
 }
 
 // Stopped returns whether the job was stopped, and why.
@@ -163,7 +164,7 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.summary = shelljob.SummaryOf(obj)
 	j.assigned = shelljob.IsAssigned(obj)
-	j.direct = shelljob.Mode(obj) == shellv1alpha1.ModeDirect
+	j.waiting = shelljob.IsWaiting(obj)
 	switch phase := shelljob.Phase(obj); {
 	case shelljob.IsFinished(obj):
 		if obj.Status.Ran {

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 func mk(name string, owner, chat int64, cmd int, guest string) *Job {
@@ -89,27 +92,33 @@ func TestStopAllClosesRegistry(t *testing.T) {
 }
 
 func TestWaiting(t *testing.T) {
+	unplaced := metav1.ConditionFalse
 	for name, tc := range map[string]struct {
-		mode  shellv1alpha1.ShellJobMode
-		phase shellv1alpha1.ShellJobPhase
-		pod   string
-		stop  bool
-		want  bool
+		mode      shellv1alpha1.ShellJobMode
+		phase     shellv1alpha1.ShellJobPhase
+		scheduled metav1.ConditionStatus
+		pod       string
+		stop      bool
+		want      bool
 	}{
-		"queued, no worker":             {phase: shellv1alpha1.PhaseQueued, want: true},
-		"new, no status yet":            {want: true},
-		"stateful, no worker":           {mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseQueued, want: true},
-		"placed on a worker, not begun": {phase: shellv1alpha1.PhaseQueued, pod: "shell-0"},
-		"direct never waits":            {mode: shellv1alpha1.ModeDirect, phase: shellv1alpha1.PhaseQueued},
-		"running":                       {phase: shellv1alpha1.PhaseRunning, pod: "shell-0"},
-		"stopped while queued":          {phase: shellv1alpha1.PhaseQueued, stop: true},
+		"queued, not placed":            {phase: shellv1alpha1.PhaseQueued, scheduled: unplaced, want: true},
+		"stateful, not placed":          {mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseQueued, scheduled: unplaced, want: true},
+		"new, no status yet":            {},
+		"placed on a worker, not begun": {phase: shellv1alpha1.PhaseQueued, scheduled: metav1.ConditionTrue, pod: "shell-0"},
+		"direct, placed":                {mode: shellv1alpha1.ModeDirect, phase: shellv1alpha1.PhaseQueued, scheduled: metav1.ConditionTrue, pod: "shell-0"},
+		"running":                       {phase: shellv1alpha1.PhaseRunning, scheduled: metav1.ConditionTrue, pod: "shell-0"},
+		"stopped while queued":          {phase: shellv1alpha1.PhaseQueued, scheduled: unplaced, stop: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			j := New(Info{Name: "x"}, nil)
-			j.Observe(&shellv1alpha1.ShellJob{
+			obj := &shellv1alpha1.ShellJob{
 				Spec:   shellv1alpha1.ShellJobSpec{Mode: tc.mode, Stop: tc.stop},
 				Status: shellv1alpha1.ShellJobStatus{Phase: tc.phase, Pod: tc.pod},
-			})
+			}
+			if tc.scheduled != "" {
+				shelljob.SetScheduledCondition(obj, time.Now(), tc.scheduled, "Test", "test")
+			}
+			j.Observe(obj)
 			if got := j.Waiting(); got != tc.want {
 				t.Errorf("Waiting() = %v, want %v", got, tc.want)
 			}

@@ -45,6 +45,14 @@ func Phase(j *shellv1alpha1.ShellJob) shellv1alpha1.ShellJobPhase {
 	return j.Status.Phase
 }
 
+// IsWaiting tells whether the job waits for a worker: the operator could
+// not place it (its Scheduled condition is False) and it has not ended. A
+// job the operator has not looked at yet, or one placed but not started,
+// does not wait.
+func IsWaiting(j *shellv1alpha1.ShellJob) bool {
+	return !IsFinished(j) && !IsAssigned(j) && meta.IsStatusConditionFalse(j.Status.Conditions, shellv1alpha1.ShellJobScheduled)
+}
+
 // IsStopped tells whether the job ended because of a stop: its command
 // ended after one, or never ran. Its Finished condition's reason or its
 // phase says so.

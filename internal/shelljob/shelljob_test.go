@@ -251,3 +251,33 @@ func TestTelegramName(t *testing.T) {
 		t.Error("one message id sent at two times names one job")
 	}
 }
+
+func TestIsWaiting(t *testing.T) {
+	now := time.Now()
+	notPlaced := func(j *shellv1alpha1.ShellJob) {
+		SetScheduledCondition(j, now, metav1.ConditionFalse, shellv1alpha1.ShellJobScheduledReasonNoIdleWorker, "all busy")
+	}
+	for name, tc := range map[string]struct {
+		set  func(*shellv1alpha1.ShellJob)
+		want bool
+	}{
+		"not looked at yet": {set: func(*shellv1alpha1.ShellJob) {}},
+		"not placed":        {set: notPlaced, want: true},
+		"placed": {set: func(j *shellv1alpha1.ShellJob) {
+			j.Status.Pod = "shell-0"
+			SetScheduledCondition(j, now, metav1.ConditionTrue, shellv1alpha1.ShellJobScheduledReasonAssigned, "shell-0")
+		}},
+		"stopped before it ran": {set: func(j *shellv1alpha1.ShellJob) {
+			notPlaced(j)
+			j.Status.Phase = shellv1alpha1.PhaseStopped
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := &shellv1alpha1.ShellJob{}
+			tc.set(j)
+			if got := IsWaiting(j); got != tc.want {
+				t.Errorf("IsWaiting = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
