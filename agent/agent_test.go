@@ -20,6 +20,7 @@ import (
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 func TestEchoHi(t *testing.T) {
@@ -308,6 +309,37 @@ func TestFollowFromOffsetAndReconnect(t *testing.T) {
 	var tail bytes.Buffer
 	if n, err := d.c.Follow(ctxFor(t, waitShort), "lines", 10, &tail); err != nil || n != int64(want.Len()) || tail.String() != want.String()[10:] {
 		t.Errorf("from 10: %q, %d, %v", tail.String(), n, err)
+	}
+}
+
+// A follow gets keepalive frames while it waits for the start and while
+// the command is silent, and none after its e frame.
+func TestFollowKeepalives(t *testing.T) {
+	d := startDaemon(t, "--follow-keepalive", "100ms")
+	var wire utiltesting.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- d.c.FollowFrames(ctxFor(t, waitLong), "quiet", agentapi.AwaitStart, &wire) }()
+	keepalive := agentapi.FollowMagic + "d 0\nd 0\n"
+	for deadline := time.Now().Add(waitShort); !strings.HasPrefix(wire.String(), keepalive); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("before the start: %q, want keepalives", wire.String())
+		}
+	}
+	d.start("quiet", "sleep 0.5; printf done; sleep 0.5", false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := wire.String()
+	var text bytes.Buffer
+	if n, err := agentapi.ReadFollow(strings.NewReader(got), agentapi.AwaitStart, &text); err != nil || n != 4 || text.String() != "done" {
+		t.Errorf("read %q: %d, %q, %v", got, n, text.String(), err)
+	}
+	i := strings.Index(got, "d 4\ndone")
+	if i < 0 || !strings.HasSuffix(got, "e 4\n") {
+		t.Fatalf("stream %q", got)
+	}
+	if !strings.HasPrefix(got[i+len("d 4\ndone"):], "d 0\nd 0\n") {
+		t.Errorf("no keepalives while the command is silent after its output: %q", got)
 	}
 }
 

@@ -179,6 +179,7 @@ func serve(e *env, args []string) error {
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
 	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
+	fs.DurationVar(&opts.FollowKeepalive, "follow-keepalive", agentapi.FollowKeepalive, "how often a follow gets a keepalive frame")
 	fs.StringVar(&opts.CgroupRoot, "cgroup-root", agent.DefaultCgroupRoot, "where the container's cgroups are mounted, to count its out-of-memory kills")
 	fs.Int64Var(&lim.HeadBytes, "head-bytes", spool.DefaultHeadBytes, "bytes kept from the start of an output")
 	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")

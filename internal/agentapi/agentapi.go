@@ -121,6 +121,10 @@ var (
 	// ErrUsage: the agent did not understand the subcommand or its flags,
 	// as an agent older than the subcommand answers.
 	ErrUsage = errors.New("agent usage error")
+	// ErrStreamIdle: a stream to the agent moved no byte for longer than
+	// its idle limit while it waited on the agent: the worker or the
+	// connection hangs, and the stream was cut.
+	ErrStreamIdle = errors.New("agent stream idle")
 )
 
 // ExitError maps an exit code of a subcommand to one of the errors above,
