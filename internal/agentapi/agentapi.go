@@ -264,6 +264,10 @@ type Client interface {
 	//
 	// With offset AwaitStart, Follow first waits for the job to start on
 	// the pod, for as long as ctx lasts, then follows it from 0.
+	//
+	// A stream that moves no byte, keepalives included, for the client's
+	// idle limit is cut with an error that wraps ErrStreamIdle: follow
+	// again from the offset returned. PutFiles and GetFiles are cut so too.
 	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.

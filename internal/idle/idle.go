@@ -87,12 +87,24 @@ func (w *Watch) Stop() {
 }
 
 // Writer is dst, into which the far end's bytes are written: each write
-// is a byte moved, and the time dst takes does not count.
-func (w *Watch) Writer(dst io.Writer) io.Writer { return writer{w, dst} }
+// is a byte moved, and the time dst takes does not count. A nil Watch
+// returns dst.
+func (w *Watch) Writer(dst io.Writer) io.Writer {
+	if w == nil {
+		return dst
+	}
+	return writer{w, dst}
+}
 
 // Reader is src, from which the bytes for the far end are read: each read
-// is a byte moved, and the time src takes does not count.
-func (w *Watch) Reader(src io.Reader) io.Reader { return reader{w, src} }
+// is a byte moved, and the time src takes does not count. A nil Watch
+// returns src.
+func (w *Watch) Reader(src io.Reader) io.Reader {
+	if w == nil {
+		return src
+	}
+	return reader{w, src}
+}
 
 type writer struct {
 	w   *Watch
