@@ -774,3 +774,39 @@ func TestOOMKillsCounted(t *testing.T) {
 		})
 	}
 }
+
+// A control channel gets an empty message every keepalive while the
+// daemon answers, and none once it stops answering (SIGSTOP).
+func TestControlKeepalives(t *testing.T) {
+	d := startDaemon(t)
+	in, caller := io.Pipe()
+	defer caller.Close()
+	var out utiltesting.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- d.c.Control(context.Background(), in, &out, agent.ControlOptions{Keepalive: 50 * time.Millisecond})
+	}()
+	empty := func() int { return strings.Count(out.String(), "{}\n") }
+	for deadline := time.Now().Add(waitShort); empty() < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keepalives: %q", out.String())
+		}
+	}
+	resume := d.p.Pause(t)
+	before := empty()
+	time.Sleep(500 * time.Millisecond)
+	// One answered just before the pause may still go out.
+	if n := empty(); n > before+1 {
+		t.Errorf("%d keepalives from a stopped daemon", n-before)
+	}
+	resume()
+	for deadline := time.Now().Add(waitShort); empty() < before+3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no keepalives once the daemon answers again: %q", out.String())
+		}
+	}
+	caller.Close()
+	if err := <-done; err != nil {
+		t.Errorf("control ended with %v", err)
+	}
+}

@@ -32,7 +32,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
-       shelljob-agent control [--no-events]  requests on stdin, answers and events on stdout
+       shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -319,13 +319,14 @@ func follow(e *env, args []string) error {
 func control(e *env, args []string) error {
 	fs := e.flags()
 	noEvents := fs.Bool("no-events", false, "carry answers only, no events")
+	keepalive := fs.Duration("keepalive", agentapi.ControlKeepalive, "how often an empty message goes out while the daemon answers")
 	c, err := e.parse(args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	return c.Control(ctx, e.stdin, e.stdout, !*noEvents)
+	return c.Control(ctx, e.stdin, e.stdout, agent.ControlOptions{Events: !*noEvents, Keepalive: *keepalive})
 }
 
 func putFiles(e *env, args []string) error {

@@ -60,7 +60,8 @@ const ProtocolVersion = 2
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
 //	           or the daemon ends. Its first message is empty: the channel
-//	           is up.
+//	           is up. More empty messages follow, every ControlKeepalive
+//	           in which the daemon answered.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.
@@ -299,6 +300,12 @@ const OpCancel = "cancel"
 // a channel that got nothing for three times that: a caller that went
 // away without closing the exec's stdin (the container runtime need not
 // close it) leaves no control process behind.
+//
+// The other way, the agent sends an empty ControlMessage every
+// ControlKeepalive in which its daemon answered, events or not: a caller
+// that got no message for three times that takes the channel for hung
+// and cuts it (ErrStreamIdle). Callers have always dropped empty
+// messages: they need no new version.
 const (
 	OpPing           = "ping"
 	ControlKeepalive = 20 * time.Second

@@ -72,6 +72,9 @@ type Client struct {
 	warm      bool
 	share     bool
 	idle      time.Duration
+	// channelIdle cuts a control channel that got no message for that
+	// long; a field so that tests can shorten it.
+	channelIdle time.Duration
 	// executor makes the exec's transport; a field so that tests can
 	// replace it.
 	executor func(u *url.URL) (remotecommand.Executor, error)
@@ -93,7 +96,7 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container,
-		warm: opts.Warm, share: opts.ShareFollows, idle: opts.StreamIdle,
+		warm: opts.Warm, share: opts.ShareFollows, idle: opts.StreamIdle, channelIdle: channelIdle,
 		channels: map[types.NamespacedName]*channel{}, opening: map[types.NamespacedName]bool{},
 		noControl: map[types.NamespacedName]bool{},
 	}

@@ -37,6 +37,12 @@ const readerIdle = 2 * time.Minute
 // channel whose caller went quiet (agentapi.ControlKeepalive).
 const keepaliveInterval = agentapi.ControlKeepalive
 
+// channelIdle cuts a channel that got no message, an agent's keepalive
+// included, for three of them: its agent or its connection hangs, and its
+// events would stop without an end. The agent ends a quiet caller's
+// channel after as long.
+const channelIdle = 3 * agentapi.ControlKeepalive
+
 // channel is one pod's warm control channel, while its exec runs.
 type channel struct {
 	pod  types.NamespacedName
@@ -61,7 +67,8 @@ type channel struct {
 // without, it carries answers only and closes once no follow went over it
 // for readerIdle. While the channel is up, Start, Signal and Follow to the
 // pod go over it. It returns errNoControl, before any message, when the
-// agent has no control channel.
+// agent has no control channel, and an error that wraps
+// agentapi.ErrStreamIdle once no message came for channelIdle.
 func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
 	c.mu.Lock()
 	lacks := c.noControl[pod]
@@ -69,6 +76,8 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 	if lacks {
 		return errNoControl
 	}
+	ctx, watch := idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+	defer watch.Stop()
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	ch := &channel{
@@ -108,7 +117,7 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 		}
 	}()
 	up := false
-	streamErr, readErr := c.streamIn(ctx, pod, command, stdinR, nil, func(r io.Reader) error {
+	streamErr, readErr := c.streamIn(ctx, pod, command, stdinR, watch, func(r io.Reader) error {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
