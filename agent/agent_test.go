@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -810,3 +812,27 @@ func TestControlKeepalives(t *testing.T) {
 		t.Errorf("control ended with %v", err)
 	}
 }
+
+// With an idle limit, a get-files stream from a daemon that stops
+// answering mid-stream (SIGSTOP) is cut.
+func TestGetFilesOfAStoppedDaemon(t *testing.T) {
+	d := startDaemon(t)
+	d.start("big", `head -c 16777216 /dev/zero > "$SHELLJOB_OUT/big"`, false)
+	d.exited("big")
+	pods := agent.Pods{Socket: func(types.NamespacedName) string { return agent.SocketPath(d.dir) }, StreamIdle: time.Second}
+	var n atomic.Int64
+	w := writerFunc(func(p []byte) (int, error) {
+		if n.Add(int64(len(p))) == int64(len(p)) {
+			d.p.Pause(t)
+		}
+		return len(p), nil
+	})
+	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", w)
+	if !errors.Is(err, agentapi.ErrStreamIdle) {
+		t.Errorf("get-files: %v after %d bytes, want ErrStreamIdle", err, n.Load())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -32,6 +32,14 @@ const FollowMagic = "shelljob-follow 1\n"
 // them takes the stream for dead.
 const FollowKeepalive = 10 * time.Second
 
+// DefaultStreamIdle is how long a client's follow, put-files or get-files
+// stream may move no byte while it waits on the agent before it is cut
+// with ErrStreamIdle: three follow keepalives. A user who watches a job's
+// output learns within half a minute that its worker stopped answering,
+// while a keepalive late by a network hiccup cuts nothing. A file
+// transfer moves bytes all along: half a minute without one is a hang too.
+const DefaultStreamIdle = 3 * FollowKeepalive
+
 // GapLine stands for n bytes of the middle of an output that were not kept.
 // It is the line internal/liveoutput puts there too.
 func GapLine(n int64) string { return fmt.Sprintf("\n[… %d bytes not kept …]\n", n) }

@@ -31,13 +31,6 @@ import (
 // agent writes one line.
 const stderrBytes = 4 << 10
 
-// DefaultStreamIdle is Options.StreamIdle's default: three of the agent's
-// follow keepalives. A user who watches a job's output learns within half
-// a minute that its worker stopped answering, and is followed again, while
-// a keepalive late by a network hiccup cuts nothing. A file transfer moves
-// bytes all along: half a minute without one is a hang too.
-const DefaultStreamIdle = 3 * agentapi.FollowKeepalive
-
 // Options configure a Client.
 type Options struct {
 	// Container is the worker container that runs the agent. Defaults to
@@ -60,7 +53,7 @@ type Options struct {
 	// agentapi.ErrStreamIdle. The time the caller's writer or reader takes
 	// does not count. A silent command's follow moves the agent's
 	// keepalives; on an agent older than them it is cut and followed
-	// again. Defaults to DefaultStreamIdle; negative: no limit.
+	// again. Defaults to agentapi.DefaultStreamIdle; negative: no limit.
 	StreamIdle time.Duration
 }
 
@@ -101,7 +94,7 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 		noControl: map[types.NamespacedName]bool{},
 	}
 	if c.idle == 0 {
-		c.idle = DefaultStreamIdle
+		c.idle = agentapi.DefaultStreamIdle
 	}
 	c.executor = c.newExecutor
 	return c, nil

@@ -106,6 +106,36 @@ func (w *Watch) Reader(src io.Reader) io.Reader {
 	return reader{w, src}
 }
 
+// Source is src, from which the far end's bytes are read: each read that
+// returns some is a byte moved, and the time it waits does count. A nil
+// Watch returns src.
+func (w *Watch) Source(src io.Reader) io.Reader {
+	if w == nil {
+		return src
+	}
+	return source{w, src}
+}
+
+type source struct {
+	w   *Watch
+	src io.Reader
+}
+
+func (x source) Read(p []byte) (int, error) {
+	n, err := x.src.Read(p)
+	if n > 0 {
+		x.w.moved()
+	}
+	return n, err
+}
+
+// moved records a byte moved.
+func (w *Watch) moved() {
+	w.mu.Lock()
+	w.last = time.Now()
+	w.mu.Unlock()
+}
+
 type writer struct {
 	w   *Watch
 	dst io.Writer

@@ -72,6 +72,27 @@ func TestNearEndTimeDoesNotCount(t *testing.T) {
 	}
 }
 
+// Reads of the far end's bytes keep the stream alive; a read that waits
+// for them does not.
+func TestSource(t *testing.T) {
+	limit := 500 * time.Millisecond
+	ctx, w := New(context.Background(), limit, errIdle)
+	defer w.Stop()
+	pr, pw := io.Pipe()
+	go func() {
+		for end := time.Now().Add(2 * limit); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			_, _ = pw.Write([]byte("x"))
+		}
+		<-ctx.Done()
+		pw.CloseWithError(context.Cause(ctx))
+	}()
+	n, err := io.Copy(io.Discard, w.Source(pr))
+	if n == 0 || !errors.Is(err, errIdle) {
+		t.Errorf("copied %d, %v", n, err)
+	}
+	cancelled(t, ctx)
+}
+
 func TestStop(t *testing.T) {
 	ctx, w := New(context.Background(), time.Hour, errIdle)
 	w.Stop()
