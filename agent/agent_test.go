@@ -17,9 +17,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 func TestEchoHi(t *testing.T) {
@@ -308,6 +311,37 @@ func TestFollowFromOffsetAndReconnect(t *testing.T) {
 	var tail bytes.Buffer
 	if n, err := d.c.Follow(ctxFor(t, waitShort), "lines", 10, &tail); err != nil || n != int64(want.Len()) || tail.String() != want.String()[10:] {
 		t.Errorf("from 10: %q, %d, %v", tail.String(), n, err)
+	}
+}
+
+// A follow gets keepalive frames while it waits for the start and while
+// the command is silent, and none after its e frame.
+func TestFollowKeepalives(t *testing.T) {
+	d := startDaemon(t, "--follow-keepalive", "100ms")
+	var wire utiltesting.SyncBuffer
+	done := make(chan error, 1)
+	go func() { done <- d.c.FollowFrames(ctxFor(t, waitLong), "quiet", agentapi.AwaitStart, &wire) }()
+	keepalive := agentapi.FollowMagic + "d 0\nd 0\n"
+	for deadline := time.Now().Add(waitShort); !strings.HasPrefix(wire.String(), keepalive); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("before the start: %q, want keepalives", wire.String())
+		}
+	}
+	d.start("quiet", "sleep 0.5; printf done; sleep 0.5", false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := wire.String()
+	var text bytes.Buffer
+	if n, err := agentapi.ReadFollow(strings.NewReader(got), agentapi.AwaitStart, &text); err != nil || n != 4 || text.String() != "done" {
+		t.Errorf("read %q: %d, %q, %v", got, n, text.String(), err)
+	}
+	i := strings.Index(got, "d 4\ndone")
+	if i < 0 || !strings.HasSuffix(got, "e 4\n") {
+		t.Fatalf("stream %q", got)
+	}
+	if !strings.HasPrefix(got[i+len("d 4\ndone"):], "d 0\nd 0\n") {
+		t.Errorf("no keepalives while the command is silent after its output: %q", got)
 	}
 }
 
@@ -742,3 +776,63 @@ func TestOOMKillsCounted(t *testing.T) {
 		})
 	}
 }
+
+// A control channel gets an empty message every keepalive while the
+// daemon answers, and none once it stops answering (SIGSTOP).
+func TestControlKeepalives(t *testing.T) {
+	d := startDaemon(t)
+	in, caller := io.Pipe()
+	defer caller.Close()
+	var out utiltesting.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- d.c.Control(context.Background(), in, &out, agent.ControlOptions{Keepalive: 50 * time.Millisecond})
+	}()
+	empty := func() int { return strings.Count(out.String(), "{}\n") }
+	for deadline := time.Now().Add(waitShort); empty() < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("keepalives: %q", out.String())
+		}
+	}
+	resume := d.p.Pause(t)
+	before := empty()
+	time.Sleep(500 * time.Millisecond)
+	// One answered just before the pause may still go out.
+	if n := empty(); n > before+1 {
+		t.Errorf("%d keepalives from a stopped daemon", n-before)
+	}
+	resume()
+	for deadline := time.Now().Add(waitShort); empty() < before+3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no keepalives once the daemon answers again: %q", out.String())
+		}
+	}
+	caller.Close()
+	if err := <-done; err != nil {
+		t.Errorf("control ended with %v", err)
+	}
+}
+
+// With an idle limit, a get-files stream from a daemon that stops
+// answering mid-stream (SIGSTOP) is cut.
+func TestGetFilesOfAStoppedDaemon(t *testing.T) {
+	d := startDaemon(t)
+	d.start("big", `head -c 16777216 /dev/zero > "$SHELLJOB_OUT/big"`, false)
+	d.exited("big")
+	pods := agent.Pods{Socket: func(types.NamespacedName) string { return agent.SocketPath(d.dir) }, StreamIdle: time.Second}
+	var n atomic.Int64
+	w := writerFunc(func(p []byte) (int, error) {
+		if n.Add(int64(len(p))) == int64(len(p)) {
+			d.p.Pause(t)
+		}
+		return len(p), nil
+	})
+	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", w)
+	if !errors.Is(err, agentapi.ErrStreamIdle) {
+		t.Errorf("get-files: %v after %d bytes, want ErrStreamIdle", err, n.Load())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

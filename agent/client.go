@@ -11,14 +11,33 @@ import (
 	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/idle"
 )
 
 // Client talks to a daemon over its socket. Its methods are those of
 // agentapi.Client, for the daemon it was made for.
-type Client struct{ socket string }
+type Client struct {
+	socket string
+	// idle, when positive, cuts a follow, put-files or get-files stream
+	// that moved no byte for that long while it waited on the daemon.
+	idle time.Duration
+}
 
 // NewClient returns a Client of the daemon listening on socket.
 func NewClient(socket string) *Client { return &Client{socket: socket} }
+
+// watch bounds a stream by the client's idle limit, if any.
+func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
+	return idle.New(ctx, c.idle, fmt.Errorf("no byte moved for %s: %w", c.idle, agentapi.ErrStreamIdle))
+}
+
+// ctxErr is ctx's error with its cause, such as the idle watch's.
+func ctxErr(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}
 
 // stream is an answered request: the rest of its stream is in r.
 type stream struct {
@@ -34,8 +53,9 @@ func (s *stream) Close() error {
 }
 
 // call sends req, and body after it when set, and reads the reply. The
-// stream is cut when ctx ends.
-func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream, reply, error) {
+// stream is cut when ctx ends. watch, unless nil, sees the bytes of body
+// and of the answer.
+func (c *Client) call(ctx context.Context, req request, body io.Reader, watch *idle.Watch) (*stream, reply, error) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "unix", c.socket)
 	if err != nil {
@@ -45,7 +65,7 @@ func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream
 	fail := func(err error) (*stream, reply, error) {
 		s.Close()
 		if ctx.Err() != nil {
-			err = ctx.Err()
+			err = ctxErr(ctx)
 		}
 		return nil, reply{}, err
 	}
@@ -58,11 +78,11 @@ func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream
 	}
 	var sendErr error
 	if body != nil {
-		if _, sendErr = io.Copy(conn, body); sendErr == nil {
+		if _, sendErr = io.Copy(conn, watch.Reader(body)); sendErr == nil {
 			sendErr = conn.(*net.UnixConn).CloseWrite()
 		}
 	}
-	s.r = bufio.NewReaderSize(conn, 64<<10)
+	s.r = bufio.NewReaderSize(watch.Source(conn), 64<<10)
 	line, err := s.r.ReadBytes('\n')
 	if err != nil {
 		if sendErr != nil {
@@ -85,7 +105,7 @@ func (c *Client) call(ctx context.Context, req request, body io.Reader) (*stream
 
 // Ping returns once the daemon answers.
 func (c *Client) Ping(ctx context.Context) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdPing}, nil)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdPing}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -94,7 +114,7 @@ func (c *Client) Ping(ctx context.Context) error {
 
 // Start runs a command; see agentapi.Client.
 func (c *Client) Start(ctx context.Context, req agentapi.StartRequest) (agentapi.StartResponse, error) {
-	st, rep, err := c.call(ctx, request{Op: agentapi.CmdStart, Job: req.Job, Start: &req}, nil)
+	st, rep, err := c.call(ctx, request{Op: agentapi.CmdStart, Job: req.Job, Start: &req}, nil, nil)
 	if err != nil {
 		return agentapi.StartResponse{}, err
 	}
@@ -107,7 +127,7 @@ func (c *Client) Start(ctx context.Context, req agentapi.StartRequest) (agentapi
 
 // Signal sends sig to the job's process group; see agentapi.Client.
 func (c *Client) Signal(ctx context.Context, job string, sig agentapi.Signal) (agentapi.SignalResponse, error) {
-	st, rep, err := c.call(ctx, request{Op: agentapi.CmdSignal, Job: job, Signal: sig}, nil)
+	st, rep, err := c.call(ctx, request{Op: agentapi.CmdSignal, Job: job, Signal: sig}, nil, nil)
 	if err != nil {
 		return agentapi.SignalResponse{}, err
 	}
@@ -121,7 +141,7 @@ func (c *Client) Signal(ctx context.Context, job string, sig agentapi.Signal) (a
 // EventLines copies the event stream, JSON lines, to w until ctx ends or
 // the daemon ends it; see agentapi.Client.Events.
 func (c *Client) EventLines(ctx context.Context, w io.Writer) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -132,7 +152,7 @@ func (c *Client) EventLines(ctx context.Context, w io.Writer) error {
 
 // Events streams the events of every job; see agentapi.Client.
 func (c *Client) Events(ctx context.Context, handle func(agentapi.Event)) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdEvents}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -155,7 +175,7 @@ func DecodeEvents(r io.Reader, handle func(agentapi.Event)) error {
 // streamEnd is the error of a stream that ended: ctx's, or a break.
 func streamEnd(ctx context.Context, err error, what string) error {
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return ctxErr(ctx)
 	}
 	if err == nil || errors.Is(err, io.EOF) {
 		return fmt.Errorf("%s stream ended by the agent: %w", what, io.ErrUnexpectedEOF)
@@ -165,34 +185,40 @@ func streamEnd(ctx context.Context, err error, what string) error {
 
 // FollowFrames copies the framed follow stream to w, as it comes.
 func (c *Client) FollowFrames(ctx context.Context, job string, offset int64, w io.Writer) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil, watch)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if _, err := io.Copy(w, st.r); err != nil {
+	if _, err := io.Copy(watch.Writer(w), st.r); err != nil {
 		return streamEnd(ctx, err, "follow")
 	}
-	return ctx.Err()
+	return ctxErr(ctx)
 }
 
 // Follow copies the job's output from offset to w; see agentapi.Client.
 func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil, watch)
 	if err != nil {
 		return offset, err
 	}
 	defer st.Close()
-	pos, err := agentapi.ReadFollow(st.r, offset, w)
+	pos, err := agentapi.ReadFollow(st.r, offset, watch.Writer(w))
 	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
+		err = ctxErr(ctx)
 	}
 	return pos, err
 }
 
 // PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT.
 func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdPutFiles, Job: job}, tar)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdPutFiles, Job: job}, tar, watch)
 	if err != nil {
 		return err
 	}
@@ -201,15 +227,17 @@ func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error 
 
 // GetFiles writes the job's $SHELLJOB_OUT as a tar stream.
 func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job}, nil)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job}, nil, watch)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if _, err := io.Copy(w, st.r); err != nil {
+	if _, err := io.Copy(watch.Writer(w), st.r); err != nil {
 		return streamEnd(ctx, err, "files")
 	}
-	return ctx.Err()
+	return ctxErr(ctx)
 }
 
 // Stop escalates as the operator does, along agentapi.NextStop: SIGINT,

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,21 +22,35 @@ const maxControlLine = 1 << 20
 // ping, for that long: its caller is gone.
 var controlIdle = 3 * agentapi.ControlKeepalive
 
+// ControlOptions configure a control channel.
+type ControlOptions struct {
+	// Events makes the channel carry the event stream.
+	Events bool
+	// Keepalive is how often the channel gets an empty message while the
+	// daemon answers. Defaults to agentapi.ControlKeepalive.
+	Keepalive time.Duration
+}
+
 // Control serves the warm control channel of one exec: it writes an empty
-// message, then the event stream's events (with events) to out as
+// message, then the event stream's events (with opts.Events) to out as
 // ControlMessages, and answers each ControlRequest read from in,
-// concurrently, on the same out. It returns when in ends (the exec is
-// gone), the event stream breaks, or ctx ends.
-func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, events bool) error {
+// concurrently, on the same out. An empty message goes out every
+// opts.Keepalive while the daemon answers a ping, so that the caller
+// tells a quiet channel from a hung one. It returns when in ends (the exec
+// is gone), the event stream breaks, or ctx ends.
+func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, opts ControlOptions) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	w := &controlWriter{enc: json.NewEncoder(out)}
 	if err := w.send(agentapi.ControlMessage{}); err != nil {
+		cancel(nil)
 		return err
 	}
 	var wg sync.WaitGroup
+	// The goroutines end with ctx, whatever the channel ends with.
 	defer wg.Wait()
-	if events {
+	defer cancel(nil)
+	wg.Go(func() { c.keepAlive(ctx, w, cmp.Or(opts.Keepalive, agentapi.ControlKeepalive)) })
+	if opts.Events {
 		wg.Go(func() {
 			err := c.Events(ctx, func(e agentapi.Event) {
 				if err := w.send(agentapi.ControlMessage{Event: &e}); err != nil {
@@ -106,6 +121,26 @@ func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, event
 					}
 				})
 			}
+		}
+	}
+}
+
+// keepAlive sends an empty message every interval in which the daemon
+// answered a ping, until ctx ends or a send fails.
+func (c *Client) keepAlive(ctx context.Context, w *controlWriter, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		err := c.Ping(pctx)
+		cancel()
+		if err == nil && w.send(agentapi.ControlMessage{}) != nil {
+			return
 		}
 	}
 }

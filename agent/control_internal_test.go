@@ -26,7 +26,7 @@ func TestControlEndsWhenTheCallerIsGone(t *testing.T) {
 	in, caller := io.Pipe()
 	defer caller.Close()
 	done := make(chan error, 1)
-	go func() { done <- c.Control(context.Background(), in, io.Discard, false) }()
+	go func() { done <- c.Control(context.Background(), in, io.Discard, ControlOptions{}) }()
 	for range 6 {
 		if _, err := caller.Write(append(ping, '\n')); err != nil {
 			t.Fatal(err)

@@ -86,6 +86,9 @@ type Options struct {
 	StatusInterval time.Duration
 	// Retention: see DefaultRetention. Negative keeps spools forever.
 	Retention time.Duration
+	// FollowKeepalive is how often a follow gets a keepalive frame.
+	// Defaults to agentapi.FollowKeepalive.
+	FollowKeepalive time.Duration
 	// CgroupRoot is where the agent reads its memory cgroup's OOM kills.
 	// Defaults to DefaultCgroupRoot.
 	CgroupRoot string
@@ -128,6 +131,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention
+	}
+	if o.FollowKeepalive <= 0 {
+		o.FollowKeepalive = agentapi.FollowKeepalive
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -15,11 +16,17 @@ import (
 type Pods struct {
 	// Socket is the socket of pod's daemon.
 	Socket func(pod types.NamespacedName) string
+	// StreamIdle, when positive, cuts a follow, put-files or get-files
+	// stream that moved no byte for that long while it waited on the
+	// daemon, with agentapi.ErrStreamIdle, as an exec client does.
+	StreamIdle time.Duration
 }
 
 var _ agentapi.Client = Pods{}
 
-func (p Pods) client(pod types.NamespacedName) *Client { return NewClient(p.Socket(pod)) }
+func (p Pods) client(pod types.NamespacedName) *Client {
+	return &Client{socket: p.Socket(pod), idle: p.StreamIdle}
+}
 
 // Start implements agentapi.Client.
 func (p Pods) Start(ctx context.Context, pod types.NamespacedName, req agentapi.StartRequest) (agentapi.StartResponse, error) {

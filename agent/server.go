@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
+	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
 )
@@ -125,7 +127,9 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		var j *job
 		var err error
 		if req.Offset == agentapi.AwaitStart {
-			j, err = d.await(ctx, req.Job)
+			// Answered at once: the wait for the start is kept alive as
+			// the output is.
+			err = checkID(req.Job)
 		} else {
 			j, err = d.lookup(req.Job)
 		}
@@ -135,8 +139,16 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		fw := agentapi.NewFrameWriter(bw)
-		pos, err := j.spool.Follow(ctx, max(req.Offset, 0), flushing{fw, bw})
+		fw := &liveFrames{fw: agentapi.NewFrameWriter(bw), bw: bw}
+		kctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go fw.keepAlive(kctx, d.opts.FollowKeepalive)
+		if j == nil {
+			if j, err = d.await(ctx, req.Job); err != nil {
+				return err
+			}
+		}
+		pos, err := j.spool.Follow(ctx, max(req.Offset, 0), fw)
 		if err != nil {
 			// Cut without an e frame: the reader follows again from pos.
 			return err
@@ -148,10 +160,8 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := fw.End(pos); err != nil {
-			return err
-		}
-		return bw.Flush()
+		stop()
+		return fw.end(pos)
 
 	case agentapi.CmdPutFiles:
 		if err := d.PutFiles(req.Job, r); err != nil {
@@ -174,29 +184,54 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 	return d.reply(bw, errorReply(fmt.Errorf("unknown operation %q", req.Op)))
 }
 
-// flushing sends each frame as soon as it is made.
-type flushing struct {
+// liveFrames writes a follow's frames, each sent as soon as it is made,
+// and a keepalive frame every interval until the follow ends.
+type liveFrames struct {
+	mu sync.Mutex
 	fw *agentapi.FrameWriter
 	bw *bufio.Writer
 }
 
-func (f flushing) Data(p []byte) error {
-	if err := f.fw.Data(p); err != nil {
+func (f *liveFrames) send(frame func() error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := frame(); err != nil {
 		return err
 	}
 	return f.bw.Flush()
 }
 
-func (f flushing) Gap(n int64) error {
-	if err := f.fw.Gap(n); err != nil {
-		return err
-	}
-	return f.bw.Flush()
+func (f *liveFrames) Data(p []byte) error { return f.send(func() error { return f.fw.Data(p) }) }
+
+func (f *liveFrames) Gap(n int64) error { return f.send(func() error { return f.fw.Gap(n) }) }
+
+func (f *liveFrames) AfterStop(n int64) error {
+	return f.send(func() error { return f.fw.AfterStop(n) })
 }
 
-func (f flushing) AfterStop(n int64) error {
-	if err := f.fw.AfterStop(n); err != nil {
-		return err
+func (f *liveFrames) end(offset int64) error {
+	return f.send(func() error { return f.fw.End(offset) })
+}
+
+// keepAlive sends a keepalive frame every interval until ctx ends or a
+// send fails (the reader is gone, and the follow's own sends fail too).
+func (f *liveFrames) keepAlive(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := f.send(func() error {
+				if ctx.Err() != nil {
+					return ctx.Err() // nothing after the e frame
+				}
+				return f.fw.Keepalive()
+			})
+			if err != nil {
+				return
+			}
+		}
 	}
-	return f.bw.Flush()
 }

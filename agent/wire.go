@@ -12,8 +12,9 @@ import (
 //
 //	start, signal  nothing more
 //	events         Event JSON lines, until either side closes
-//	follow         the framed follow stream (agentapi.FollowMagic), until
-//	               its e frame
+//	follow         the framed follow stream (agentapi.FollowMagic), with
+//	               its keepalives, until its e frame; the reply to an
+//	               AwaitStart follow comes at once, before the start
 //	get-files      a tar stream, then EOF
 //
 // put-files sends its tar stream after the request line and half-closes;

@@ -104,6 +104,8 @@ type envOptions struct {
 	files bot.FileLimits
 	// wrapTG, when set, puts a layer between the bot and Telegram.
 	wrapTG func(bot.Telegram) bot.Telegram
+	// streamIdle, when set, is the agents' idle limit of a stream.
+	streamIdle time.Duration
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -120,7 +122,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.admin = srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
 	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
 	e.group = srv.NewSupergroup("ops")
-	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers)})
+	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamIdle: o.streamIdle})
 	jobs, err := kube.StartCache(t.Context(), apiServer.Config, apiServer.Scheme, e.cluster.Namespace)
 	if err != nil {
 		t.Fatal(err)

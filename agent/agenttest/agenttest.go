@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,13 @@ func TempDir(t testing.TB) string {
 // directory. The daemon's log is in the test's output if the test fails.
 func Serve(t testing.TB, args ...string) string {
 	t.Helper()
+	dir, _ := ServeProcess(t, args...)
+	return dir
+}
+
+// ServeProcess is Serve, and returns the daemon's process too.
+func ServeProcess(t testing.TB, args ...string) (string, *Process) {
+	t.Helper()
 	NeedZsh(t)
 	dir := TempDir(t)
 	p, err := serve(t, dir, "agent", args...)
@@ -80,7 +88,7 @@ func Serve(t testing.TB, args ...string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	return dir
+	return dir, p
 }
 
 // serve starts a daemon on spool directory dir, with args after
@@ -159,6 +167,20 @@ func (p *Process) Stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.ended
 	}
+}
+
+// Pause stops the daemon with SIGSTOP, as a worker that stops answering,
+// until resume, which the end of the test calls if the test does not. It
+// may run on any goroutine.
+func (p *Process) Pause(t testing.TB) (resume func()) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Errorf("pause the agent: %v", err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }
 
 // Kill ends the daemon without letting it stop anything, as a crash would.

@@ -36,12 +36,14 @@ type daemon struct {
 	proc *Process
 }
 
-// NewPods returns Pods with no daemon yet. Every daemon ends with the test.
+// NewPods returns Pods with no daemon yet, whose streams are cut idle as
+// an exec client's (agentapi.DefaultStreamIdle). Every daemon ends with
+// the test.
 func NewPods(t testing.TB) *Pods {
 	t.Helper()
 	NeedZsh(t)
 	p := &Pods{t: t, root: TempDir(t), daemons: map[types.NamespacedName]*daemon{}}
-	p.Pods = agent.Pods{Socket: func(pod types.NamespacedName) string {
+	p.Pods = agent.Pods{StreamIdle: agentapi.DefaultStreamIdle, Socket: func(pod types.NamespacedName) string {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if d, ok := p.daemons[pod]; ok {
@@ -104,6 +106,20 @@ func (p *Pods) Daemons() []types.NamespacedName {
 // Stop ends the daemon of pod as the pod's deletion would (Process.Stop),
 // and forgets it.
 func (p *Pods) Stop(pod types.NamespacedName) { p.end(pod, (*Process).Stop) }
+
+// Pause stops the daemon of pod (Process.Pause) until resume, which the
+// end of the test calls if the test does not. It may run on any
+// goroutine; a pod without a daemon fails the test.
+func (p *Pods) Pause(pod types.NamespacedName) (resume func()) {
+	p.mu.Lock()
+	d, ok := p.daemons[pod]
+	p.mu.Unlock()
+	if !ok {
+		p.t.Errorf("pause %s: no daemon", pod)
+		return func() {}
+	}
+	return d.proc.Pause(p.t)
+}
 
 // Kill ends the daemon of pod as a crash would (Process.Kill), and forgets
 // it.

@@ -32,7 +32,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
-       shelljob-agent control [--no-events]  requests on stdin, answers and events on stdout
+       shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -179,6 +179,7 @@ func serve(e *env, args []string) error {
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
 	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
+	fs.DurationVar(&opts.FollowKeepalive, "follow-keepalive", agentapi.FollowKeepalive, "how often a follow gets a keepalive frame")
 	fs.StringVar(&opts.CgroupRoot, "cgroup-root", agent.DefaultCgroupRoot, "where the container's cgroups are mounted, to count its out-of-memory kills")
 	fs.Int64Var(&lim.HeadBytes, "head-bytes", spool.DefaultHeadBytes, "bytes kept from the start of an output")
 	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")
@@ -316,13 +317,14 @@ func follow(e *env, args []string) error {
 func control(e *env, args []string) error {
 	fs := e.flags()
 	noEvents := fs.Bool("no-events", false, "carry answers only, no events")
+	keepalive := fs.Duration("keepalive", agentapi.ControlKeepalive, "how often an empty message goes out while the daemon answers")
 	c, err := e.parse(args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := e.context(false)
 	defer cancel()
-	return c.Control(ctx, e.stdin, e.stdout, !*noEvents)
+	return c.Control(ctx, e.stdin, e.stdout, agent.ControlOptions{Events: !*noEvents, Keepalive: *keepalive})
 }
 
 func putFiles(e *env, args []string) error {

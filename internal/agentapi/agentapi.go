@@ -71,7 +71,8 @@ const ProtocolVersion = 2
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
 //	           or the daemon ends. Its first message is empty: the channel
-//	           is up.
+//	           is up. More empty messages follow, every ControlKeepalive
+//	           in which the daemon answered.
 //
 // Every subcommand takes --protocol. Errors go to stderr, one line, with
 // the exit codes below.
@@ -132,6 +133,10 @@ var (
 	// ErrUsage: the agent did not understand the subcommand or its flags,
 	// as an agent older than the subcommand answers.
 	ErrUsage = errors.New("agent usage error")
+	// ErrStreamIdle: a stream to the agent moved no byte for longer than
+	// its idle limit while it waited on the agent: the worker or the
+	// connection hangs, and the stream was cut.
+	ErrStreamIdle = errors.New("agent stream idle")
 )
 
 // ExitError maps an exit code of a subcommand to one of the errors above,
@@ -271,6 +276,10 @@ type Client interface {
 	//
 	// With offset AwaitStart, Follow first waits for the job to start on
 	// the pod, for as long as ctx lasts, then follows it from 0.
+	//
+	// A stream that moves no byte, keepalives included, for the client's
+	// idle limit is cut with an error that wraps ErrStreamIdle: follow
+	// again from the offset returned. PutFiles and GetFiles are cut so too.
 	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.
@@ -302,6 +311,12 @@ const OpCancel = "cancel"
 // a channel that got nothing for three times that: a caller that went
 // away without closing the exec's stdin (the container runtime need not
 // close it) leaves no control process behind.
+//
+// The other way, the agent sends an empty ControlMessage every
+// ControlKeepalive in which its daemon answered, events or not: a caller
+// that got no message for three times that takes the channel for hung
+// and cuts it (ErrStreamIdle). Callers have always dropped empty
+// messages: they need no new version.
 const (
 	OpPing           = "ping"
 	ControlKeepalive = 20 * time.Second

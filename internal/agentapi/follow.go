@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
 
 // FollowMagic opens a framed follow stream. Frames follow it, each a header
@@ -17,7 +18,27 @@ import (
 //
 // Every frame but e moves the offset by N. A stream that breaks before e is
 // cut short, and the reader follows again from the offset it reached.
+//
+// An empty data frame, "d 0", is a keepalive: the agent sends one every
+// FollowKeepalive while the follow lasts, the magic first if it is the
+// first frame, so that a reader tells a silent command from a dead stream
+// (Client.Follow's idle deadline). Every reader of version 1 already drops
+// it: the frame needs no new version.
 const FollowMagic = "shelljob-follow 1\n"
+
+// FollowKeepalive is how often the agent sends a follow's keepalive frame,
+// output or not, from the moment it answers the follow, its wait for the
+// start (AwaitStart) included. A reader that got no byte for a few of
+// them takes the stream for dead.
+const FollowKeepalive = 10 * time.Second
+
+// DefaultStreamIdle is how long a client's follow, put-files or get-files
+// stream may move no byte while it waits on the agent before it is cut
+// with ErrStreamIdle: three follow keepalives. A user who watches a job's
+// output learns within half a minute that its worker stopped answering,
+// while a keepalive late by a network hiccup cuts nothing. A file
+// transfer moves bytes all along: half a minute without one is a hang too.
+const DefaultStreamIdle = 3 * FollowKeepalive
 
 // GapLine stands for n bytes of the middle of an output that were not kept.
 // It is the line internal/liveoutput puts there too.
@@ -76,6 +97,10 @@ func (f *FrameWriter) Gap(n int64) error { return f.header('g', n) }
 
 // AfterStop implements FollowSink.
 func (f *FrameWriter) AfterStop(n int64) error { return f.header('s', n) }
+
+// Keepalive writes the empty data frame that carries nothing but the
+// stream's life.
+func (f *FrameWriter) Keepalive() error { return f.header('d', 0) }
 
 // End writes the last frame: the output is closed at offset.
 func (f *FrameWriter) End(offset int64) error { return f.header('e', offset) }

@@ -32,6 +32,29 @@ func TestFollowFramesRoundTrip(t *testing.T) {
 	}
 }
 
+// Keepalives, the first frame included, carry nothing and move no offset.
+func TestFollowKeepalives(t *testing.T) {
+	var wire bytes.Buffer
+	fw := NewFrameWriter(&wire)
+	_ = fw.Keepalive()
+	_ = fw.Data([]byte("ab"))
+	_ = fw.Keepalive()
+	_ = fw.Keepalive()
+	_ = fw.End(2)
+	if want := FollowMagic + "d 0\nd 2\nabd 0\nd 0\ne 2\n"; wire.String() != want {
+		t.Fatalf("wire %q, want %q", wire.String(), want)
+	}
+	var text bytes.Buffer
+	n, err := ReadFollow(&wire, AwaitStart, &text)
+	if err != nil || n != 2 || text.String() != "ab" {
+		t.Fatalf("read: %d, %q, %v", n, text.String(), err)
+	}
+	n, err = ReadFollow(strings.NewReader(FollowMagic+"d 0\nd 0\n"), 7, io.Discard)
+	if n != 7 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("cut after keepalives: %d, %v", n, err)
+	}
+}
+
 func TestReadFollowErrors(t *testing.T) {
 	tests := map[string]struct {
 		wire   string

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/idle"
 )
 
 // stderrBytes is how much of the agent's stderr an error quotes; the
@@ -45,6 +47,14 @@ type Options struct {
 	// each. A reader that lives long and follows many jobs, such as the
 	// bot, sets it.
 	ShareFollows bool
+	// StreamIdle bounds how long a Follow, PutFiles or GetFiles may move no
+	// byte while it waits on the agent (a hung worker, a stalled
+	// connection): it is then cut, and fails with an error that wraps
+	// agentapi.ErrStreamIdle. The time the caller's writer or reader takes
+	// does not count. A silent command's follow moves the agent's
+	// keepalives; on an agent older than them it is cut and followed
+	// again. Defaults to agentapi.DefaultStreamIdle; negative: no limit.
+	StreamIdle time.Duration
 }
 
 // Client is agentapi.Client over pod exec.
@@ -54,6 +64,10 @@ type Client struct {
 	container string
 	warm      bool
 	share     bool
+	idle      time.Duration
+	// channelIdle cuts a control channel that got no message for that
+	// long; a field so that tests can shorten it.
+	channelIdle time.Duration
 	// executor makes the exec's transport; a field so that tests can
 	// replace it.
 	executor func(u *url.URL) (remotecommand.Executor, error)
@@ -75,12 +89,25 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	}
 	c := &Client{
 		config: rest.CopyConfig(config), rest: core.RESTClient(), container: opts.Container,
-		warm: opts.Warm, share: opts.ShareFollows,
+		warm: opts.Warm, share: opts.ShareFollows, idle: opts.StreamIdle, channelIdle: channelIdle,
 		channels: map[types.NamespacedName]*channel{}, opening: map[types.NamespacedName]bool{},
 		noControl: map[types.NamespacedName]bool{},
 	}
+	if c.idle == 0 {
+		c.idle = agentapi.DefaultStreamIdle
+	}
 	c.executor = c.newExecutor
 	return c, nil
+}
+
+// watch bounds a stream by the idle limit.
+func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
+	return idle.New(ctx, c.idle, idleError(c.idle))
+}
+
+// idleError is the cause of a stream cut after limit without a byte.
+func idleError(limit time.Duration) error {
+	return fmt.Errorf("no byte moved for %s: %w", limit, agentapi.ErrStreamIdle)
 }
 
 // newExecutor is NewExecutor on the client's config.
@@ -149,7 +176,7 @@ func execError(ctx context.Context, pod types.NamespacedName, sub string, err er
 		return nil
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("agent %s in pod %s: %w", sub, pod, ctx.Err())
+		return fmt.Errorf("agent %s in pod %s: %w", sub, pod, context.Cause(ctx))
 	}
 	msg := strings.TrimSpace(stderr)
 	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
@@ -225,15 +252,16 @@ func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job strin
 
 // stream execs a long-lived subcommand whose stdout read consumes. Its
 // stdin stays open until the stream ends, so that the agent's subcommand,
-// run with --watch-stdin, ends with the exec.
-func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command []string, read func(io.Reader) error) (streamErr, readErr error) {
+// run with --watch-stdin, ends with the exec. watch, unless nil, sees the
+// bytes of stdout, and the time read takes them does not count.
+func (c *Client) stream(ctx context.Context, pod types.NamespacedName, command []string, watch *idle.Watch, read func(io.Reader) error) (streamErr, readErr error) {
 	stdinR, stdinW := io.Pipe()
 	defer stdinW.Close()
-	return c.streamIn(ctx, pod, command, stdinR, read)
+	return c.streamIn(ctx, pod, command, stdinR, watch, read)
 }
 
 // streamIn is stream with the caller's stdin.
-func (c *Client) streamIn(ctx context.Context, pod types.NamespacedName, command []string, stdin io.Reader, read func(io.Reader) error) (streamErr, readErr error) {
+func (c *Client) streamIn(ctx context.Context, pod types.NamespacedName, command []string, stdin io.Reader, watch *idle.Watch, read func(io.Reader) error) (streamErr, readErr error) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -243,7 +271,7 @@ func (c *Client) streamIn(ctx context.Context, pod types.NamespacedName, command
 		outR.CloseWithError(errors.Join(err, errReaderDone))
 		done <- err
 	}()
-	streamErr = c.exec(ctx, pod, command, stdin, outW)
+	streamErr = c.exec(ctx, pod, command, stdin, watch.Writer(outW))
 	outW.CloseWithError(io.EOF)
 	return streamErr, <-done
 }
@@ -260,7 +288,7 @@ func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle fu
 		}
 	}
 	cmd := argv(agentapi.CmdEvents, agentapi.FlagWatchStdin)
-	streamErr, readErr := c.stream(ctx, pod, cmd, func(r io.Reader) error { return decodeEvents(r, handle) })
+	streamErr, readErr := c.stream(ctx, pod, cmd, nil, func(r io.Reader) error { return decodeEvents(r, handle) })
 	if streamErr != nil {
 		return streamErr
 	}
@@ -300,7 +328,9 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
 	reached := offset
-	streamErr, readErr := c.stream(ctx, pod, cmd, func(r io.Reader) error {
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	streamErr, readErr := c.stream(ctx, pod, cmd, watch, func(r io.Reader) error {
 		var err error
 		reached, err = agentapi.ReadFollow(r, offset, w)
 		return err
@@ -316,10 +346,14 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 
 // PutFiles implements agentapi.Client.
 func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error {
-	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), tar, io.Discard)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), watch.Reader(tar), io.Discard)
 }
 
 // GetFiles implements agentapi.Client.
 func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, w)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, watch.Writer(w))
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/idle"
 )
 
 // channelCallTimeout bounds a call over a warm channel. A channel that
@@ -36,6 +37,12 @@ const readerIdle = 2 * time.Minute
 // channel whose caller went quiet (agentapi.ControlKeepalive).
 const keepaliveInterval = agentapi.ControlKeepalive
 
+// channelIdle cuts a channel that got no message, an agent's keepalive
+// included, for three of them: its agent or its connection hangs, and its
+// events would stop without an end. The agent ends a quiet caller's
+// channel after as long.
+const channelIdle = 3 * agentapi.ControlKeepalive
+
 // channel is one pod's warm control channel, while its exec runs.
 type channel struct {
 	pod  types.NamespacedName
@@ -48,9 +55,11 @@ type channel struct {
 	next    uint64
 	pending map[uint64]chan agentapi.ControlMessage
 	// streams are the follows running over the channel.
-	streams map[uint64]*io.PipeWriter
+	streams map[uint64]*followStream
 	// used is when the last follow over it started or ended.
 	used time.Time
+	// idle is the idle limit of its follows.
+	idle time.Duration
 }
 
 // control runs the pod's control channel until ctx ends or the channel
@@ -58,7 +67,8 @@ type channel struct {
 // without, it carries answers only and closes once no follow went over it
 // for readerIdle. While the channel is up, Start, Signal and Follow to the
 // pod go over it. It returns errNoControl, before any message, when the
-// agent has no control channel.
+// agent has no control channel, and an error that wraps
+// agentapi.ErrStreamIdle once no message came for channelIdle.
 func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle func(agentapi.Event)) error {
 	c.mu.Lock()
 	lacks := c.noControl[pod]
@@ -66,13 +76,16 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 	if lacks {
 		return errNoControl
 	}
+	ctx, watch := idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+	defer watch.Stop()
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
 	ch := &channel{
 		pod: pod, out: make(chan []byte), done: make(chan struct{}), cut: cut,
 		pending: map[uint64]chan agentapi.ControlMessage{},
-		streams: map[uint64]*io.PipeWriter{},
+		streams: map[uint64]*followStream{},
 		used:    time.Now(),
+		idle:    c.idle,
 	}
 	defer c.unregister(ch)
 	command := argv(agentapi.CmdControl)
@@ -104,7 +117,7 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 		}
 	}()
 	up := false
-	streamErr, readErr := c.streamIn(ctx, pod, command, stdinR, func(r io.Reader) error {
+	streamErr, readErr := c.streamIn(ctx, pod, command, stdinR, watch, func(r io.Reader) error {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -172,8 +185,8 @@ func (c *Client) unregister(ch *channel) {
 		ch.closed = true
 		close(ch.done)
 	}
-	for id, w := range ch.streams {
-		w.CloseWithError(errChannelDown)
+	for id, s := range ch.streams {
+		s.pw.CloseWithError(errChannelDown)
 		delete(ch.streams, id)
 	}
 }
@@ -206,10 +219,10 @@ func (ch *channel) answer(m agentapi.ControlMessage) {
 	case reply != nil:
 		reply <- m // buffered: a call that gave up does not block the reader
 	case stream != nil && m.End:
-		stream.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
+		stream.pw.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
 	case stream != nil:
 		// A reader gone closed its end: the write fails at once.
-		_, _ = stream.Write(m.Data)
+		_, _ = stream.w.Write(m.Data)
 	}
 }
 
@@ -234,9 +247,20 @@ func (ch *channel) closeIdle(ctx context.Context) {
 	}
 }
 
-// follow runs a follow over the channel. ok is false when it must go
-// through a one-shot exec: the channel went down before any of it came.
+// followStream is a follow over the channel: its pieces go to pw, through
+// its idle watch.
+type followStream struct {
+	pw *io.PipeWriter
+	w  io.Writer
+}
+
+// follow runs a follow over the channel, bounded by the idle limit: a
+// follow cut idle cuts the channel too, hung for every follow over it. ok
+// is false when it must go through a one-shot exec: the channel went down
+// before any of it came.
 func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Writer) (reached int64, ok bool, err error) {
+	wctx, watch := idle.New(ctx, ch.idle, idleError(ch.idle))
+	defer watch.Stop()
 	pr, pw := io.Pipe()
 	ch.mu.Lock()
 	if ch.closed {
@@ -245,7 +269,7 @@ func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Wr
 	}
 	ch.next++
 	id := ch.next
-	ch.streams[id] = pw
+	ch.streams[id] = &followStream{pw: pw, w: watch.Writer(pw)}
 	ch.used = time.Now()
 	ch.mu.Unlock()
 	line, err := json.Marshal(agentapi.ControlRequest{ID: id, Op: agentapi.CmdFollow, Job: job, Offset: offset})
@@ -256,24 +280,34 @@ func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Wr
 	case ch.out <- append(line, '\n'):
 	case <-ch.done:
 		return offset, false, nil
-	case <-ctx.Done():
-		return offset, true, ctx.Err()
+	case <-wctx.Done():
+		return ch.followCut(ctx, wctx, id, job, offset)
 	}
-	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(ctx.Err()) })
+	stop := context.AfterFunc(wctx, func() { pr.CloseWithError(context.Cause(wctx)) })
 	defer stop()
 	reached, err = agentapi.ReadFollow(pr, offset, w)
 	pr.Close()
-	if err != nil && ctx.Err() == nil {
-		if errors.Is(err, errChannelDown) && reached <= max(offset, 0) {
-			return offset, false, nil
-		}
-		return reached, true, err
+	switch {
+	case err == nil:
+		return reached, true, nil
+	case wctx.Err() != nil:
+		return ch.followCut(ctx, wctx, id, job, reached)
+	case errors.Is(err, errChannelDown) && reached <= max(offset, 0):
+		return offset, false, nil
 	}
-	if err != nil {
+	return reached, true, err
+}
+
+// followCut ends a follow whose context ended: the caller's, or the idle
+// watch's, which cuts the channel.
+func (ch *channel) followCut(ctx, wctx context.Context, id uint64, job string, reached int64) (int64, bool, error) {
+	if ctx.Err() != nil {
 		ch.cancelStream(id)
 		return reached, true, ctx.Err()
 	}
-	return reached, true, nil
+	cause := context.Cause(wctx)
+	ch.cut(fmt.Errorf("follow of %s: %w", job, cause))
+	return reached, true, fmt.Errorf("agent follow of %s in pod %s: %w", job, ch.pod, cause)
 }
 
 // cancelStream asks the agent to end a follow its reader left.

@@ -7,4 +7,10 @@
 // stdout; the agent's exit code and its one-line stderr become the error,
 // which names the pod and wraps agentapi's errors (ErrUnknownJob, ErrBusy,
 // ErrStarted, ErrProtocol) for errors.Is.
+//
+// A follow, put-files or get-files exec that moves no byte for
+// Options.StreamIdle while it waits on the agent is cut, with
+// agentapi.ErrStreamIdle: a hung worker or a stalled connection ends the
+// call instead of holding it forever. The agent's follow keepalives keep
+// a silent command's follow moving.
 package agentclient

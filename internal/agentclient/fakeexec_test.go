@@ -46,6 +46,8 @@ type fakeExec struct {
 	// refuse answers these subcommands with this exit code, as an older
 	// agent does.
 	refuse map[string]int
+	// flags are added to these subcommands' command lines.
+	flags map[string][]string
 
 	mu      sync.Mutex
 	calls   []string             // the subcommands run, in order
@@ -111,13 +113,14 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, command[1])
 	code, refused := f.refuse[command[1]]
+	args := slices.Concat(command[1:], f.flags[command[1]])
 	f.mu.Unlock()
 	if refused {
 		_, _ = fmt.Fprintf(streams[2], "usage: shelljob-agent ...\n")
 		writeStatus(streams[3], code)
 		return
 	}
-	cmd := agentProcess(dir, command[1:]...)
+	cmd := agentProcess(dir, args...)
 	cmd.Stdout, cmd.Stderr = streams[1], streams[2]
 	if stdin {
 		// As the kubelet does, the exec ends with the process, whether or

@@ -53,6 +53,9 @@ type Options struct {
 	Workers int32
 	// Operator configures the operator. Its Agent is the Cluster's.
 	Operator controllers.Options
+	// StreamIdle, when set, is the agents' idle limit of a stream
+	// (agent.Pods.StreamIdle).
+	StreamIdle time.Duration
 }
 
 // Cluster is a namespace of its own with the operator and a ready pool.
@@ -89,6 +92,9 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	c := &Cluster{Namespace: env.Namespace(t, "t"), Pool: o.Pool, Agents: agenttest.NewPods(t), Client: cl, t: t}
+	if o.StreamIdle != 0 {
+		c.Agents.StreamIdle = o.StreamIdle
+	}
 	c.workerNS = cmp.Or(o.Operator.WorkerNamespace, c.Namespace)
 	o.Operator.Agent = c.Agents
 	c.startOperator(t, env, o.Operator)

@@ -1,0 +1,145 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"shelljob.dev/shelljob/agent/agenttest"
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/faketg"
+)
+
+// hungStreamIdle is the agents' idle limit of a stream in these tests.
+const hungStreamIdle = 2 * time.Second
+
+// hangingFiles stops the worker's agent (SIGSTOP), as a worker that stops
+// answering, as the bot asks for a job's files or as its first input
+// bytes move, and reports how each transfer ended. (internal/agentclient's
+// tests stop agents mid-stream in both ways.)
+type hangingFiles struct {
+	bot.Cluster
+	agents atomic.Pointer[agenttest.Pods]
+	ended  chan error
+
+	mu      sync.Mutex
+	resumes []func()
+}
+
+func newHangingFiles() *hangingFiles { return &hangingFiles{ended: make(chan error, 4)} }
+
+func (h *hangingFiles) pause(pod types.NamespacedName) func() {
+	return func() {
+		resume := h.agents.Load().Pause(pod)
+		h.mu.Lock()
+		h.resumes = append(h.resumes, resume)
+		h.mu.Unlock()
+	}
+}
+
+func (h *hangingFiles) resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.resumes {
+		r()
+	}
+}
+
+func (h *hangingFiles) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	h.pause(pod)()
+	err := h.Cluster.GetFiles(ctx, pod, job, w)
+	h.ended <- err
+	return err
+}
+
+func (h *hangingFiles) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
+	err := h.Cluster.PutFiles(ctx, pod, job, &firstRead{r: r, do: h.pause(pod)})
+	h.ended <- err
+	return err
+}
+
+// transferEnded waits for a transfer to a hung agent to end: it must, cut
+// idle, within a bound generous for a loaded machine.
+func (h *hangingFiles) transferEnded(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case err := <-h.ended:
+		if !errors.Is(err, agentapi.ErrStreamIdle) {
+			t.Errorf("%s from a hung worker: %v, want ErrStreamIdle", what, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s from a hung worker still waits after a minute", what)
+	}
+}
+
+type firstRead struct {
+	r    io.Reader
+	do   func()
+	once sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(f.do)
+	return f.r.Read(p)
+}
+
+// A job whose worker stops answering when the bot gets its files is
+// delivered all the same: the transfer is cut idle, and no file goes out.
+func TestFilesOfAHungWorker(t *testing.T) {
+	h := newHangingFiles()
+	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
+	h.agents.Store(e.cluster.Agents)
+	defer h.resume()
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a echo made > "$SHELLJOB_OUT/out.txt"; echo made`)
+	if ev := e.final(since, e.group, m.ID); ev.Text != "made" {
+		t.Errorf("final = %q", ev.Text)
+	}
+	h.transferEnded(t, "get-files")
+	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
+	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+		if ev.Media != nil && ev.Media.Filename == "out.txt" {
+			t.Errorf("a file of a hung worker went out: %+v", ev.Media)
+		}
+	}
+}
+
+// A held job whose worker stops answering while the bot puts its input
+// files is released all the same once the transfer is cut idle, and runs
+// when the worker answers again: with the files, if all of them had
+// reached the worker before it stopped, or without.
+func TestInputFilesToAHungWorker(t *testing.T) {
+	h := newHangingFiles()
+	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
+	h.agents.Store(e.cluster.Agents)
+	defer h.resume()
+	since := e.srv.Seq()
+	doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat "$SHELLJOB_OUT/notes.txt" 2>/dev/null || echo no notes`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.transferEnded(t, "put-files")
+	h.resume()
+	if ev := e.final(since, e.group, m.ID); ev.Text != "from the chat" && ev.Text != "no notes" {
+		t.Errorf("final = %q", ev.Text)
+	}
+	sj, err := e.cluster.Job(e.ctx, jobOf(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, put := sj.Annotations[shellv1alpha1.AnnotationFilesPut]; put {
+		t.Error("files recorded as put")
+	}
+}
