@@ -3,6 +3,7 @@ package tgclient
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/gotd/td/tg"
@@ -121,21 +122,39 @@ func (f *feed) run(ctx context.Context) {
 // otherwise wait for each answer's Telegram calls: one goroutine per chat
 // while it has work, so that the answers in a chat keep their order and a
 // slow one holds up only its own chat.
+//
+// An answer is not cut by the end of the updates' context, the bot's
+// shutdown: it runs to its end, within AnswerTimeout, while the client
+// waits for the lanes before it disconnects and saves the updates
+// position. A command that came before the shutdown is then answered once,
+// by this bot, and not answered again by the next one: a command cut
+// half-way had its error sent here and its job made there.
 type lanes struct {
 	mu     sync.Mutex
 	queues map[int64][]func()
 	wg     sync.WaitGroup
 }
 
-// do runs fn after the work of lane key that came before it.
-func (l *lanes) do(key int64, fn func()) {
+// AnswerTimeout bounds one answer of the bot, from the start of its turn
+// in its chat's lane.
+const AnswerTimeout = time.Minute
+
+// do runs fn after the work of lane key that came before it, with ctx's
+// values but not its end: fn's context ends after AnswerTimeout.
+func (l *lanes) do(ctx context.Context, key int64, fn func(context.Context)) {
+	ctx = context.WithoutCancel(ctx)
+	run := func() {
+		ctx, cancel := context.WithTimeout(ctx, AnswerTimeout)
+		defer cancel()
+		fn(ctx)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.queues == nil {
 		l.queues = map[int64][]func(){}
 	}
 	q, running := l.queues[key]
-	l.queues[key] = append(q, fn)
+	l.queues[key] = append(q, run)
 	if !running {
 		l.wg.Add(1)
 		go l.drain(key)

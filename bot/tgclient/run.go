@@ -298,14 +298,22 @@ func (c *Client) forget(ctx context.Context) error {
 
 // runLogin is one login's run.
 func (c *Client) runLogin(ctx context.Context, b *bot.Bot) error {
-	return c.client.Run(ctx, func(ctx context.Context) error {
+	// The connection outlives ctx until the answers under way are done
+	// (lanes): they still call Telegram.
+	connCtx, disconnect := context.WithCancel(context.WithoutCancel(ctx))
+	defer disconnect()
+	defer context.AfterFunc(ctx, func() {
+		c.lanes.wait()
+		disconnect()
+	})()
+	return c.client.Run(connCtx, func(conn context.Context) error {
 		ctx, cancel := context.WithCancelCause(ctx)
+		defer context.AfterFunc(conn, func() { cancel(context.Cause(conn)) })()
 		w := c.session
 		w.mu.Lock()
 		w.cancel = cancel
 		w.mu.Unlock()
 		go c.feed.run(ctx)
-		// The answers still running end with ctx.
 		defer c.lanes.wait()
 		defer cancel(nil)
 		err := c.login(ctx, b)
@@ -412,7 +420,7 @@ func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, 
 			return nil
 		}
 		botmetrics.UpdateTaken(botmetrics.UpdateMessage)
-		l.do(msg.Chat.ID, func() {
+		l.do(ctx, msg.Chat.ID, func(ctx context.Context) {
 			if err := b.HandleMessage(ctx, msg); err != nil {
 				log.Error(err, "Could not answer a message", "chat", msg.Chat.ID, "msg", msg.ID)
 			}
@@ -432,7 +440,7 @@ func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, 
 			return nil
 		}
 		cb := bot.Callback{QueryID: u.QueryID, From: u.UserID, Chat: chat, MsgID: u.MsgID, Data: string(u.Data)}
-		l.do(chat.ID, func() {
+		l.do(ctx, chat.ID, func(ctx context.Context) {
 			if err := b.HandleCallback(ctx, cb); err != nil {
 				log.Error(err, "Could not answer a button", "chat", chat.ID)
 			}
@@ -447,7 +455,7 @@ func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, 
 		}
 		botmetrics.UpdateTaken(botmetrics.UpdateDraftStop)
 		log.V(1).Info("Draft stopped", "user", u.UserID, "draft", a.RandomID)
-		l.do(u.UserID, func() { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
+		l.do(ctx, u.UserID, func(ctx context.Context) { b.HandleDraftStop(ctx, u.UserID, a.RandomID) })
 		return nil
 	})
 	d.OnBotGuestChatQuery(func(ctx context.Context, _ tg.Entities, u *tg.UpdateBotGuestChatQuery) error {
@@ -462,7 +470,7 @@ func register(d *tg.UpdateDispatcher, l *lanes, b *bot.Bot, self *atomic.Int64, 
 		}
 		q := bot.GuestQuery{QueryID: u.QueryID, From: from.UserID, Text: m.Message, Chat: botAPIID(m.PeerID), Date: time.Unix(int64(m.Date), 0)}
 		_, q.Private = m.PeerID.(*tg.PeerUser)
-		l.do(q.Chat, func() {
+		l.do(ctx, q.Chat, func(ctx context.Context) {
 			if err := b.HandleGuestQuery(ctx, q); err != nil {
 				log.Error(err, "Could not answer a guest query")
 			}
