@@ -128,6 +128,17 @@ func (c *Client) Control(ctx context.Context, in io.Reader, out io.Writer, opts 
 // keepAlive sends an empty message every interval in which the daemon
 // answered a ping, until ctx ends or a send fails.
 func (c *Client) keepAlive(ctx context.Context, w *controlWriter, interval time.Duration) {
+	every(ctx, interval, func() bool {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		err := c.Ping(pctx)
+		cancel()
+		return err != nil || w.send(agentapi.ControlMessage{}) == nil
+	})
+}
+
+// every calls fn each interval, from one interval on, until ctx ends or fn
+// returns false.
+func every(ctx context.Context, interval time.Duration, fn func() bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -136,10 +147,7 @@ func (c *Client) keepAlive(ctx context.Context, w *controlWriter, interval time.
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, interval)
-		err := c.Ping(pctx)
-		cancel()
-		if err == nil && w.send(agentapi.ControlMessage{}) != nil {
+		if !fn() {
 			return
 		}
 	}

@@ -416,39 +416,38 @@ func (d *Daemon) janitor(ctx context.Context) {
 	if d.opts.Retention < 0 {
 		return
 	}
-	t := time.NewTicker(janitorInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	every(ctx, janitorInterval, func() bool {
+		d.sweep(time.Now().Add(-d.opts.Retention))
+		return true
+	})
+}
+
+// sweep removes the spools of jobs that ended before cutoff, and the
+// inputs put before it for jobs that never started.
+func (d *Daemon) sweep(cutoff time.Time) {
+	d.mu.Lock()
+	var doomed []string
+	for id, j := range d.jobs {
+		if j.ended && j.exit.EndedAt.Before(cutoff) {
+			delete(d.jobs, id)
+			doomed = append(doomed, j.dir)
 		}
-		cutoff := time.Now().Add(-d.opts.Retention)
-		d.mu.Lock()
-		var doomed []string
-		for id, j := range d.jobs {
-			if j.ended && j.exit.EndedAt.Before(cutoff) {
-				delete(d.jobs, id)
-				doomed = append(doomed, j.dir)
-			}
-		}
-		d.mu.Unlock()
-		if ents, err := os.ReadDir(d.jobsDir); err == nil {
-			for _, e := range ents {
-				// Inputs put for a job that never started.
-				dir := filepath.Join(d.jobsDir, e.Name())
-				if _, err := os.Stat(filepath.Join(dir, jobFile)); errors.Is(err, os.ErrNotExist) {
-					if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
-						doomed = append(doomed, dir)
-					}
+	}
+	d.mu.Unlock()
+	if ents, err := os.ReadDir(d.jobsDir); err == nil {
+		for _, e := range ents {
+			// Inputs put for a job that never started.
+			dir := filepath.Join(d.jobsDir, e.Name())
+			if _, err := os.Stat(filepath.Join(dir, jobFile)); errors.Is(err, os.ErrNotExist) {
+				if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+					doomed = append(doomed, dir)
 				}
 			}
 		}
-		for _, dir := range doomed {
-			if err := os.RemoveAll(dir); err != nil {
-				d.log.Error(err, "Could not remove an old spool", "dir", dir)
-			}
+	}
+	for _, dir := range doomed {
+		if err := os.RemoveAll(dir); err != nil {
+			d.log.Error(err, "Could not remove an old spool", "dir", dir)
 		}
 	}
 }

@@ -216,22 +216,13 @@ func (f *liveFrames) end(offset int64) error {
 // keepAlive sends a keepalive frame every interval until ctx ends or a
 // send fails (the reader is gone, and the follow's own sends fail too).
 func (f *liveFrames) keepAlive(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			err := f.send(func() error {
-				if ctx.Err() != nil {
-					return ctx.Err() // nothing after the e frame
-				}
-				return f.fw.Keepalive()
-			})
-			if err != nil {
-				return
+	every(ctx, interval, func() bool {
+		err := f.send(func() error {
+			if ctx.Err() != nil {
+				return ctx.Err() // nothing after the e frame
 			}
-		}
-	}
+			return f.fw.Keepalive()
+		})
+		return err == nil
+	})
 }

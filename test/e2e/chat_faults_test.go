@@ -33,11 +33,7 @@ func TestChatBotKilledMidJob(t *testing.T) {
 	if fin.Text != lines(30) {
 		t.Errorf("final %q, want 30 lines", fin.Text)
 	}
-	for _, e := range p.Group.EventsAfter(since) {
-		if e.Kind == "edit" && e.MsgID == pv.ID && e.OK() && !strings.Contains(e.Text, "line") {
-			t.Errorf("an edit blanked the preview: %q", e.Text)
-		}
-	}
+	noBlankEdits(t, p.Group, since, pv)
 }
 
 // botRestarts is the restart count of the bot's container.

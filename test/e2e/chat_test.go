@@ -421,7 +421,14 @@ func TestChatBotRestartMidJob(t *testing.T) {
 	if fin.Text != lines(40) {
 		t.Errorf("final %q, want 40 lines", fin.Text)
 	}
-	for _, e := range p.Group.EventsAfter(since) {
+	noBlankEdits(t, p.Group, since, pv)
+}
+
+// noBlankEdits fails the test if an edit of preview pv since event since
+// showed no output line.
+func noBlankEdits(t *testing.T, chat Chat, since int, pv control.Message) {
+	t.Helper()
+	for _, e := range chat.EventsAfter(since) {
 		if e.Kind == "edit" && e.MsgID == pv.ID && e.OK() && !strings.Contains(e.Text, "line") {
 			t.Errorf("an edit blanked the preview: %q", e.Text)
 		}
