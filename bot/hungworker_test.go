@@ -91,13 +91,20 @@ func (f *firstRead) Read(p []byte) (int, error) {
 	return f.r.Read(p)
 }
 
-// A job whose worker stops answering when the bot gets its files is
-// delivered all the same: the transfer is cut idle, and no file goes out.
-func TestFilesOfAHungWorker(t *testing.T) {
+// hungEnv is an env whose workers stop answering at the bot's first file
+// transfer; they answer again when the test ends.
+func hungEnv(t *testing.T) (*env, *hangingFiles) {
 	h := newHangingFiles()
 	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
 	h.agents.Store(e.cluster.Agents)
-	defer h.resume()
+	t.Cleanup(h.resume)
+	return e, h
+}
+
+// A job whose worker stops answering when the bot gets its files is
+// delivered all the same: the transfer is cut idle, and no file goes out.
+func TestFilesOfAHungWorker(t *testing.T) {
+	e, h := hungEnv(t)
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, `.a echo made > "$SHELLJOB_OUT/out.txt"; echo made`)
 	if ev := e.final(since, e.group, m.ID); ev.Text != "made" {
@@ -117,10 +124,7 @@ func TestFilesOfAHungWorker(t *testing.T) {
 // when the worker answers again: with the files, if all of them had
 // reached the worker before it stopped, or without.
 func TestInputFilesToAHungWorker(t *testing.T) {
-	h := newHangingFiles()
-	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
-	h.agents.Store(e.cluster.Agents)
-	defer h.resume()
+	e, h := hungEnv(t)
 	since := e.srv.Seq()
 	doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
 	if err != nil {

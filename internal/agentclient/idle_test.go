@@ -56,6 +56,21 @@ func waitFound(t *testing.T, s *seen) {
 	}
 }
 
+// openChannel follows a first job to its end, which opens the pod's shared
+// channel for the follows after it.
+func openChannel(ctx context.Context, t *testing.T, c *Client) {
+	t.Helper()
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "first", Command: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Follow(ctx, pod, "first", 0, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for !c.ChannelUp(pod) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A follow whose agent stops answering mid-stream, SIGSTOPped, gives up
 // once no byte came for the idle limit, with the offset it reached; once
 // the agent answers again, the follow goes on from there. Over a shared
@@ -68,16 +83,7 @@ func TestFollowOfAHungAgentGivesUp(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 			defer cancel()
 			if opts.ShareFollows {
-				// The first follow opens the channel for the next.
-				if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "first", Command: "true"}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := c.Follow(ctx, pod, "first", 0, io.Discard); err != nil {
-					t.Fatal(err)
-				}
-				for !c.ChannelUp(pod) {
-					time.Sleep(10 * time.Millisecond)
-				}
+				openChannel(ctx, t, c)
 			}
 			if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "j", Command: "echo go; exec sleep 100"}); err != nil {
 				t.Fatal(err)
@@ -126,15 +132,7 @@ func TestSilentCommandFollowedPastIdle(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 			defer cancel()
 			if opts.ShareFollows {
-				if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "first", Command: "true"}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := c.Follow(ctx, pod, "first", 0, io.Discard); err != nil {
-					t.Fatal(err)
-				}
-				for !c.ChannelUp(pod) {
-					time.Sleep(10 * time.Millisecond)
-				}
+				openChannel(ctx, t, c)
 			}
 			began := time.Now()
 			type result struct {
