@@ -22,9 +22,9 @@ import (
 const hungStreamIdle = 2 * time.Second
 
 // hangingFiles stops the worker's agent (SIGSTOP), as a worker that stops
-// answering, as the bot asks for a job's files or as its first input
-// bytes move, and reports how each transfer ended. (internal/agentclient's
-// tests stop agents mid-stream in both ways.)
+// answering, as the bot asks for a job's files or puts its input files,
+// and reports how each transfer ended. (internal/agentclient's tests stop
+// agents mid-stream in both ways.)
 type hangingFiles struct {
 	bot.Cluster
 	agents atomic.Pointer[agenttest.Pods]
@@ -61,7 +61,8 @@ func (h *hangingFiles) GetFiles(ctx context.Context, pod types.NamespacedName, j
 }
 
 func (h *hangingFiles) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
-	err := h.Cluster.PutFiles(ctx, pod, job, &firstRead{r: r, do: h.pause(pod)})
+	h.pause(pod)()
+	err := h.Cluster.PutFiles(ctx, pod, job, r)
 	h.ended <- err
 	return err
 }
@@ -78,17 +79,6 @@ func (h *hangingFiles) transferEnded(t *testing.T, what string) {
 	case <-time.After(time.Minute):
 		t.Fatalf("%s from a hung worker still waits after a minute", what)
 	}
-}
-
-type firstRead struct {
-	r    io.Reader
-	do   func()
-	once sync.Once
-}
-
-func (f *firstRead) Read(p []byte) (int, error) {
-	f.once.Do(f.do)
-	return f.r.Read(p)
 }
 
 // hungEnv is an env whose workers stop answering at the bot's first file
