@@ -253,7 +253,9 @@ func TestKillForms(t *testing.T) {
 	}
 	a1 := e.send(e.admin, e.group, ".a sleep 30")
 	a2 := e.send(e.admin, e.group, ".a sleep 30")
-	time.Sleep(300 * time.Millisecond)
+	// .k lists the jobs by number: the previews show the bot has both.
+	e.preview(since, e.group, a1.ID)
+	e.preview(since, e.group, a2.ID)
 	k = e.send(e.admin, e.group, ".k")
 	if ev := e.wait(since, ".k list", sendTo(e.group, k.ID)); !strings.Contains(ev.Text, "#1 ·") || !strings.Contains(ev.Text, "#2 ·") {
 		t.Errorf(".k with two = %q", ev.Text)
@@ -270,7 +272,7 @@ func TestKillForms(t *testing.T) {
 	if ev := e.wait(since, "stop 1", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #1…" {
 		t.Errorf(".k #1 = %q", ev.Text)
 	}
-	fin := e.wait(since, "final 1", sendTo(e.group, a1.ID))
+	fin := e.final(since, e.group, a1.ID)
 	if fin.Text != "The process exited 130.\n\n⏹ Stopped (exit 130)." {
 		t.Errorf("final of a stopped job = %q", fin.Text)
 	}
@@ -282,5 +284,5 @@ func TestKillForms(t *testing.T) {
 	if ev := e.wait(since, "all", sendTo(e.group, k.ID)); ev.Text != "⏹ Stopping #2…" {
 		t.Errorf(".k all = %q", ev.Text)
 	}
-	e.wait(since, "final 2", sendTo(e.group, a2.ID))
+	e.final(since, e.group, a2.ID)
 }

@@ -177,6 +177,19 @@ func (p *Process) Pause(t testing.TB) (resume func()) {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Errorf("pause the agent: %v", err)
 	}
+	// The signal is sent, not yet taken: wait until the kernel shows the
+	// process stopped, so that nothing the caller asks next is answered.
+	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the agent %d did not stop: %v %q", p.cmd.Process.Pid, err, b)
+			break
+		}
+	}
 	var once sync.Once
 	resume = func() { once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) }
 	t.Cleanup(resume)
