@@ -115,8 +115,12 @@ func SetSubreaper() error {
 }
 
 // Signal sends sig to process group pgid. It reports false when the group
-// has no process at all.
+// has no live process: none at all, or only zombies, as GroupEmpty counts
+// them (the kernel signals a group of zombies without an error).
 func Signal(pgid int, sig syscall.Signal) (bool, error) {
+	if GroupEmpty(pgid, 0) {
+		return false, nil
+	}
 	err := syscall.Kill(-pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return false, nil
