@@ -72,13 +72,11 @@ type Job struct {
 	preview int
 	draft   int64
 	ended   bool
-	// assigned: the job has a worker; waiting: the operator could not
-	// place it yet.
-	assigned bool
-	waiting  bool
-	onStop   func(shellv1alpha1.StopReason)
-	changed  chan struct{}
-	done     chan struct{}
+	// waiting: the operator could not place it yet.
+	waiting bool
+	onStop  func(shellv1alpha1.StopReason)
+	changed chan struct{}
+	done    chan struct{}
 }
 
 // New returns a queued job; onStop is called once, by the first Cancel
@@ -163,7 +161,6 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 		j.number = obj.Status.Number
 	}
 	j.summary = shelljob.SummaryOf(obj)
-	j.assigned = shelljob.IsAssigned(obj)
 	j.waiting = shelljob.IsWaiting(obj)
 	switch phase := shelljob.Phase(obj); {
 	case shelljob.IsFinished(obj):

@@ -197,10 +197,10 @@ func (c *controls) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// tracker finds where valid UTF-8 written to it starts and ends without
-// the white space around it, as strings.TrimSpace would cut it, and keeps
-// the last TailBytes of it up to that end. A character cut between writes
-// waits for the next.
+// tracker finds where the text written to it starts and ends without the
+// white space around it, as strings.TrimSpace would cut it, and keeps the
+// last TailBytes of it up to that end. Each write holds whole characters:
+// the Escaper's output, or a rendered string.
 type tracker struct {
 	size int64
 	// started: a character that is not white space was seen.
@@ -209,8 +209,6 @@ type tracker struct {
 	runes, nuls              int64
 	runesToStart, runesToEnd int64
 	nulsToEnd                int64
-	held                     [utf8.UTFMax]byte
-	nheld                    int
 	// tail ends at end; pending is the white space since, its last
 	// TailBytes.
 	tail, pending []byte
@@ -218,29 +216,11 @@ type tracker struct {
 
 func (t *tracker) Write(p []byte) (int, error) {
 	n := len(p)
-	if t.nheld > 0 {
-		k := min(len(p), utf8.UTFMax-t.nheld)
-		buf := append(t.held[:t.nheld:t.nheld], p[:k]...)
-		if !utf8.FullRune(buf) {
-			t.nheld = copy(t.held[:], buf)
-			return n, nil
-		}
-		r, size := utf8.DecodeRune(buf)
-		t.see(r, buf[:size])
-		p = p[size-t.nheld:]
-		t.nheld = 0
-	}
 	for len(p) > 0 {
-		if c := p[0]; c < utf8.RuneSelf {
-			t.see(rune(c), p[:1])
-			p = p[1:]
-			continue
+		r, size := rune(p[0]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRune(p)
 		}
-		if !utf8.FullRune(p) {
-			t.nheld = copy(t.held[:], p)
-			break
-		}
-		r, size := utf8.DecodeRune(p)
 		t.see(r, p[:size])
 		p = p[size:]
 	}
