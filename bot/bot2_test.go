@@ -415,8 +415,8 @@ func (k *keptFiles) MessageFiles(ctx context.Context, chat bot.Chat, id int, lim
 }
 
 // A replied-to file goes into the job's $SHELLJOB_OUT, streamed from the
-// temporary file its download went to, which is gone once the job is;
-// the files the command leaves there come back, pictures as photos.
+// temporary file its download went to, which is closed once the worker
+// has it; the files the command leaves there come back, pictures as photos.
 func TestFilesInAndOut(t *testing.T) {
 	kept := &keptFiles{}
 	e := newEnv(t, envOptions{wrapTG: func(tg bot.Telegram) bot.Telegram { kept.Telegram = tg; return kept }})

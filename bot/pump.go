@@ -672,6 +672,8 @@ func (r *run) cancelUnlessStarted(ctx context.Context, cancel context.CancelFunc
 // directory once it has a pod, then lets it start.
 func (r *run) putFiles(ctx context.Context) {
 	b := r.b
+	// The files are let go once the worker has them, not when the job ends.
+	defer closeFiles(r.files)
 	var pod string
 	for {
 		obj, next := r.watchObj()

@@ -165,15 +165,31 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 }
 
 // recordExec is a TerminalExec that keeps what its stdin gave, until the
-// stream ends (ctx) or, with end, until end closes.
+// stream ends (ctx) or, with end, until end closes. Its shell prints a
+// prompt after promptAfter.
 type recordExec struct {
-	mu       sync.Mutex
-	got      bytes.Buffer
-	end      chan struct{}
-	ctxEnded bool
+	mu          sync.Mutex
+	got         bytes.Buffer
+	end         chan struct{}
+	ctxEnded    bool
+	promptAfter time.Duration
+	prompted    bool
+	early       bool // input came before the prompt
 }
 
 func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []string, opts remotecommand.StreamOptions) error {
+	prompted := make(chan struct{})
+	defer func() { <-prompted }()
+	go func() {
+		defer close(prompted)
+		time.Sleep(r.promptAfter)
+		r.mu.Lock()
+		r.prompted = true
+		r.mu.Unlock()
+		if opts.Stdout != nil {
+			_, _ = opts.Stdout.Write([]byte("$ "))
+		}
+	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -182,6 +198,9 @@ func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []strin
 			n, err := opts.Stdin.Read(buf)
 			r.mu.Lock()
 			r.got.Write(buf[:n])
+			if n > 0 && !r.prompted {
+				r.early = true
+			}
 			r.mu.Unlock()
 			if err != nil {
 				return
@@ -200,20 +219,29 @@ func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []strin
 	}
 }
 
+// A piped console forwards its input once the shell is up (has printed
+// its prompt), sends exit at EOF, and closes the stream after the grace.
 func TestPipedConsoleSendsExitAndCloses(t *testing.T) {
-	rec := &recordExec{}
+	const slowStart = 700 * time.Millisecond
+	rec := &recordExec{promptAfter: slowStart}
+	var out bytes.Buffer
 	c := &ConsoleOptions{Options: &Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("echo HELLO\n")}}, piped: true}
 	start := time.Now()
-	err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Tty: true})
+	err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Stdout: &out, Tty: true})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.got.String(); got != "echo HELLO\nexit\n" {
-		t.Errorf("stdin %q, want the input and exit", got)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.got.String(); got != "echo HELLO\nexit\n" || rec.early {
+		t.Errorf("stdin %q (before the prompt: %v), want the input and exit after the prompt", got, rec.early)
 	}
-	if !rec.ctxEnded || took < PipedEOFGrace || took > PipedEOFGrace+time.Second {
-		t.Errorf("closed by the console %v, after %v; want after %v", rec.ctxEnded, took, PipedEOFGrace)
+	if want := slowStart + PipedEOFGrace; !rec.ctxEnded || took < want || took > want+time.Second {
+		t.Errorf("closed by the console %v, after %v; want after %v", rec.ctxEnded, took, want)
+	}
+	if out.String() != "$ " {
+		t.Errorf("stdout %q, want the prompt", out.String())
 	}
 }
 

@@ -32,6 +32,12 @@ import (
 // never hangs on a shell that does not exit.
 const PipedEOFGrace = 500 * time.Millisecond
 
+// PipedStartWait is the longest a console with a piped stdin holds the
+// input back waiting for the remote shell's first output (its prompt). A
+// shell that is slow to start would otherwise get all the input and the
+// exit, and the grace would close the stream before it ran any of it.
+const PipedStartWait = 10 * time.Second
+
 // pipedExit is what a piped console sends at EOF. A bare Ctrl-D would be a
 // literal character to a shell that is not at a prompt yet; exit ends it.
 const pipedExit = "exit\n"
@@ -55,8 +61,9 @@ func NewConsoleCmd(o *Options) *cobra.Command {
 		Long: `Opens the pool's shell in a worker pod with a terminal, as kubectl exec -it
 does: the local terminal goes into raw mode and the window size follows it.
 
-With a piped standard input, the input is forwarded; at its end the console
-sends "exit" and closes the stream itself half a second later. On a
+With a piped standard input, the input is forwarded once the shell has
+printed its prompt; at its end the console sends "exit" and closes the
+stream itself half a second later. On a
 terminal, Ctrl-D goes to the remote shell.`,
 		Example: `  kubectl shelljob console --pool shell --worker 2
   echo 'uptime' | kubectl shelljob console`,
@@ -113,6 +120,11 @@ func (c *ConsoleOptions) stream(ctx context.Context, exec TerminalExec, pod type
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := &consoleInput{r: c.In, piped: c.piped, done: ctx.Done(), eof: make(chan struct{})}
+	if c.piped {
+		up := &firstOutput{w: opts.Stdout, seen: make(chan struct{})}
+		opts.Stdout = up
+		in.up = up.seen
+	}
 	closed := make(chan struct{})
 	go func() {
 		select {
@@ -152,11 +164,26 @@ type consoleInput struct {
 	done  <-chan struct{}
 	eof   chan struct{}
 
+	// up, when set, is closed by the remote shell's first output; the
+	// input waits for it, at most PipedStartWait.
+	up      <-chan struct{}
+	started bool
+
 	once sync.Once
 	sent bool
 }
 
 func (in *consoleInput) Read(p []byte) (int, error) {
+	if !in.started && in.up != nil {
+		in.started = true
+		t := time.NewTimer(PipedStartWait)
+		select {
+		case <-in.up:
+		case <-t.C:
+		case <-in.done:
+		}
+		t.Stop()
+	}
 	if !in.sent {
 		n, err := in.r.Read(p)
 		if n > 0 || err == nil {
@@ -170,6 +197,23 @@ func (in *consoleInput) Read(p []byte) (int, error) {
 	}
 	<-in.done
 	return 0, io.EOF
+}
+
+// firstOutput closes seen at the first byte written through it.
+type firstOutput struct {
+	w    io.Writer
+	seen chan struct{}
+	once sync.Once
+}
+
+func (f *firstOutput) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		f.once.Do(func() { close(f.seen) })
+	}
+	if f.w == nil {
+		return len(p), nil
+	}
+	return f.w.Write(p)
 }
 
 // findWorker finds the pool's worker of the current revision with index
