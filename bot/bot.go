@@ -22,6 +22,7 @@ import (
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/liveoutput"
 )
 
 // ShutdownTimeout is how long a shutdown waits for the finals of the jobs
@@ -73,7 +74,15 @@ type Config struct {
 	// Files caps the files the bot moves; each zero field takes its
 	// default.
 	Files FileLimits
+	// OutputMemory is how many bytes of its jobs' output starts the bot
+	// keeps in memory, all jobs together, for finals built without reading
+	// the spool again. Each job keeps its preview's window besides.
+	// Defaults to DefaultOutputMemory; negative keeps none.
+	OutputMemory int64
 }
+
+// DefaultOutputMemory keeps the output starts of 64 jobs.
+const DefaultOutputMemory = 64 * keptBytes
 
 // Bot answers the admins' messages. Create it with New, set its names with
 // SetNames once the bot's profile is known, and feed it the updates.
@@ -90,6 +99,8 @@ type Bot struct {
 	primary string
 	ctx     context.Context // the pumps' context, set by Run
 	pumps   sync.WaitGroup
+	// outputMemory is the memory the jobs' kept output starts share.
+	outputMemory *liveoutput.Budget
 	// bigFinals holds a slot for each final whose long output is read
 	// again from the spool: it bounds the reads the bot asks of the agents
 	// at once, and the outputs held rendered.
@@ -112,7 +123,11 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 		cfg.Log = logr.Discard()
 	}
 	cfg.Files.setDefaults()
-	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(), bigFinals: make(chan struct{}, maxBigFinals)}
+	if cfg.OutputMemory == 0 {
+		cfg.OutputMemory = DefaultOutputMemory
+	}
+	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
+		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), bigFinals: make(chan struct{}, maxBigFinals)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}

@@ -54,7 +54,7 @@ func (e *env) startBot() func() {
 	if e.opts.wrap != nil {
 		cluster = e.opts.wrap(e.kube)
 	}
-	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files}, nil, cluster, e.store)
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files, OutputMemory: e.opts.outputMemory}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -106,6 +106,8 @@ type envOptions struct {
 	wrapTG func(bot.Telegram) bot.Telegram
 	// streamIdle, when set, is the agents' idle limit of a stream.
 	streamIdle time.Duration
+	// outputMemory is the bot's Config.OutputMemory.
+	outputMemory int64
 }
 
 func newEnv(t *testing.T, o envOptions) *env {

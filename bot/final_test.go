@@ -125,6 +125,49 @@ func TestFloodMemoryAndNotKeptCount(t *testing.T) {
 	}
 }
 
+// countedFollows counts the follows that read an output from its start:
+// the reads again from the spool (the first follow awaits the start).
+type countedFollows struct {
+	bot.Cluster
+	fromStart atomic.Int32
+}
+
+func (c *countedFollows) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
+	if offset == 0 {
+		c.fromStart.Add(1)
+	}
+	return c.Cluster.Follow(ctx, job, offset, w)
+}
+
+// Jobs share the bot's output memory: a job that finds it spent keeps only
+// its preview's window, and its final, longer than that, is read whole
+// from the spool; with room, the same final is built from memory.
+func TestOutputMemorySpent(t *testing.T) {
+	for _, tc := range []struct {
+		memory int64
+		reads  int32
+	}{{memory: -1, reads: 2}, {memory: 0, reads: 0}} { // measured, then read for the text
+		t.Run(fmt.Sprintf("memory %d", tc.memory), func(t *testing.T) {
+			follows := &countedFollows{}
+			e := newEnv(t, envOptions{outputMemory: tc.memory, wrap: func(c bot.Cluster) bot.Cluster { follows.Cluster = c; return follows }})
+			since := e.srv.Seq()
+			m := e.send(e.admin, e.group, ".a seq 1 6000")
+			up := e.wait(since, "the file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+			var want strings.Builder
+			for i := 1; i <= 6000; i++ {
+				fmt.Fprintf(&want, "%d\n", i)
+			}
+			// The final is trimmed: the last newline is not in it.
+			if data := string(up.Media.Data); !strings.HasPrefix(data, strings.TrimSpace(want.String())) || strings.Contains(data, "not kept") {
+				t.Errorf("the file holds %d bytes, starting %q, want the whole output (%d bytes)", len(data), data[:min(len(data), 40)], want.Len())
+			}
+			if n := follows.fromStart.Load(); n != tc.reads {
+				t.Errorf("the output was read again from the spool %d times, want %d", n, tc.reads)
+			}
+		})
+	}
+}
+
 func notKeptLines(s string) []string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {

@@ -53,10 +53,10 @@ const OutputGrace = 5 * time.Second
 // worker that stops answering for this long cuts it.
 const OutputWait = 2 * time.Minute
 
-// keptBytes is how much of a job's output the bot keeps while it runs,
-// apart from the preview's window: a final whose output fits is built from
-// it; a longer one is read again from the spool, the one place where
-// output is capped (DESIGN.md, step 4).
+// keptBytes is how much of a job's output start the bot keeps while it
+// runs, when the output memory (Config.OutputMemory) has room: a final whose
+// output was kept whole is built from memory; another is read again from the
+// spool, the one place where output is capped (DESIGN.md, step 4).
 const keptBytes = 64 << 10
 
 // previewKind is how a job's preview shows.
@@ -84,8 +84,8 @@ type run struct {
 	cmdMsg int
 	// files go into the job's directory before it runs (spec.hold).
 	files []File
-	// buf holds the preview's window, and the first keptBytes and the
-	// last bytes the follow read.
+	// buf holds the preview's window, and the first keptBytes (as the
+	// output memory allows) and the last bytes the follow read.
 	buf *liveoutput.Output
 	// followFrom is where the follow starts: past 0 for a resumed job,
 	// whose preview shows the output's end at once.
@@ -211,7 +211,7 @@ func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 
 // launch registers r's job and starts its pump.
 func (b *Bot) launch(r *run) {
-	r.buf = liveoutput.New(liveoutput.Options{HeadBytes: keptBytes, TailBytes: liveoutput.DefaultPreviewBytes})
+	r.buf = liveoutput.New(liveoutput.Options{HeadBytes: keptBytes, TailBytes: liveoutput.DefaultPreviewBytes, Budget: b.outputMemory})
 	b.pumps.Add(1)
 	b.registry.Register(r.job)
 	go func() {
@@ -355,6 +355,7 @@ func (r *run) pump(ctx context.Context) {
 	// Nothing of the job outlives its pump: the bot's Wait means it.
 	var wg sync.WaitGroup
 	defer closeFiles(r.files)
+	defer r.buf.Release()
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -790,7 +791,7 @@ func (r *run) deliver(ctx context.Context) {
 // spool: the follow read it to its end, but the bot did not keep all of
 // it.
 func (r *run) fromSpool() bool {
-	return r.complete.Load() && (r.followFrom > 0 || r.buf.Written(liveoutput.Stdout) > keptBytes)
+	return r.complete.Load() && (r.followFrom > 0 || !r.buf.KeptAll())
 }
 
 // finalOutput is the output the final shows, rendered when the caller

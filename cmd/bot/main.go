@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"net"
 	"os"
 	"os/signal"
@@ -93,7 +94,16 @@ func run() error {
 		goOffline = flag.Bool("go-offline", false, "stop the bot's unfinished jobs (reason Shutdown), wait up to 15 s for the running bot to deliver their finals, and exit: the chart's pre-delete hook")
 		dropPools = flag.String("delete-pools", "", "with -go-offline or alone: then delete these ShellPools (comma-separated) and wait until the operator has let them go, and exit: the chart's pre-delete hook, while the operator still runs")
 	)
+	outputMemory := resource.QuantityValue{Quantity: *resource.NewQuantity(bot.DefaultOutputMemory, resource.BinarySI)}
+	flag.Var(&outputMemory, "output-memory", "memory for the starts of the jobs' outputs, all jobs together: a final whose output was kept whole is built from memory, another is read again from the agent's spool")
 	flag.Parse()
+	if outputMemory.Sign() < 0 {
+		return fmt.Errorf("-output-memory %s: must not be negative", outputMemory.String())
+	}
+	keptOutput := outputMemory.Value()
+	if keptOutput == 0 {
+		keptOutput = -1 // none: Config's zero is its default
+	}
 	log := crzap.New(crzap.WriteTo(os.Stderr), crzap.Level(zapcore.Level(-*verbosity)))
 	cfg, err := config.GetConfig()
 	if err != nil {
@@ -203,7 +213,7 @@ func run() error {
 		}
 	}
 
-	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, Log: log.WithName("bot")}, nil, cluster, store)
+	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, Log: log.WithName("bot")}, nil, cluster, store)
 	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry())...)); err != nil {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	// PreviewBytes is how much of the latest output, both streams in
 	// arrival order, TailText reads from. Defaults to 16 KiB.
 	PreviewBytes int
+	// Budget, when set, is where the heads' memory comes from: each head
+	// keeps at most HeadBytes, and no more than the budget grants it.
+	Budget *Budget
 }
 
 func (o *Options) setDefaults() {
@@ -101,9 +104,32 @@ func New(opts Options) *Output {
 		preview: ring{max: opts.PreviewBytes},
 	}
 	for i := range o.streams {
-		o.streams[i] = store{headMax: opts.HeadBytes, tail: ring{max: opts.TailBytes}}
+		o.streams[i] = store{headMax: opts.HeadBytes, budget: opts.Budget, tail: ring{max: opts.TailBytes}}
 	}
 	return o
+}
+
+// Release gives the memory of the heads back to the budget (Options.Budget)
+// and drops them. Call it once the Output is read no more.
+func (o *Output) Release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.streams {
+		o.streams[i].release()
+	}
+}
+
+// KeptAll tells whether every byte written is kept: FinalText then shows
+// the whole output.
+func (o *Output) KeptAll() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.streams {
+		if s.tail.total > int64(s.tail.len()) {
+			return false
+		}
+	}
+	return o.notKeptAfterStop == 0
 }
 
 // Write adds p to stream s, Stdout or Stderr. It keeps no reference to p,
@@ -246,23 +272,28 @@ func notKeptLine(n int64, what string) string {
 	return fmt.Sprintf("\n[… %d bytes %snot kept …]\n", n, what)
 }
 
-// A store keeps one stream: its first headMax bytes, and the last bytes
-// after those in tail.
+// A store keeps one stream: its first headMax bytes (at most what its
+// budget grants), and the last bytes after those in tail.
 type store struct {
 	headMax  int
 	head     []byte
 	headDone bool
 	tail     ring
+	// budget, when set, grants the head its memory: granted bytes, which
+	// bound the head's capacity.
+	budget  *Budget
+	granted int
 }
 
 func (s *store) add(p []byte) {
 	if !s.headDone {
-		room := s.headMax - len(s.head)
+		limit := s.headLimit(len(p))
+		room := limit - len(s.head)
 		if len(p) <= room {
-			s.head = appendCapped(s.head, p, s.headMax)
+			s.head = appendCapped(s.head, p, limit)
 			return
 		}
-		s.head = appendCapped(s.head, p[:room], s.headMax)
+		s.head = appendCapped(s.head, p[:room], limit)
 		p = p[room:]
 		s.headDone = true
 		if isContinuation(p[0]) {
@@ -274,6 +305,28 @@ func (s *store) add(p []byte) {
 		}
 	}
 	s.tail.write(p)
+}
+
+// headLimit returns how long the head may grow to take n more bytes: its
+// cap, or with a budget what the budget granted, asked for more first as
+// an append would grow the head, doubling.
+func (s *store) headLimit(n int) int {
+	if s.budget == nil {
+		return s.headMax
+	}
+	if len(s.head)+n > s.granted && s.granted < s.headMax {
+		want := min(s.headMax, max(len(s.head)+n, 2*s.granted, 512)) - s.granted
+		s.granted += s.budget.take(want)
+	}
+	return s.granted
+}
+
+func (s *store) release() {
+	s.head, s.headDone = nil, true
+	if s.budget != nil {
+		s.budget.give(s.granted)
+		s.granted = 0
+	}
 }
 
 // trimCutChar drops a character cut at the end of what is kept, and
