@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg/control"
 )
@@ -125,5 +126,49 @@ func TestChatRestartDuringShutdown(t *testing.T) {
 	}
 	if jobs := jobsOf(t, p.Group, m2); len(jobs) != 1 {
 		t.Errorf("jobs of the command sent during the shutdown: %v, want one", jobs)
+	}
+}
+
+// TestChatHeldJobAtRestart: a job held for its replied-to file when the bot
+// is killed (its pool was full, so the file was not in place yet) is
+// stopped before it runs by the next bot, which tells the chat to send it
+// again, and the pool's next job runs as usual.
+func TestChatHeldJobAtRestart(t *testing.T) {
+	p := Chats(t)
+	pool := WaitForPoolAvailable(t, "shell")
+	busy := fillPool(t, "shell", int(pool.Spec.Replicas))
+	doc := p.Group.SendRequest(control.SendRequest{Document: &control.Document{Name: "notes.txt", MIME: "text/plain", Data: []byte("from the chat\n")}})
+	m := p.Group.Reply(doc.ID, `.a cat "$SHELLJOB_OUT/notes.txt"`)
+	var held *shellv1alpha1.ShellJob
+	poll(t, ReplyTimeout, "the job, held", func() (bool, string) {
+		jobs, err := listJobsOf(p.Group, m)
+		if err != nil || len(jobs) != 1 {
+			return false, fmt.Sprintf("%d jobs, %v", len(jobs), err)
+		}
+		held = jobs[0]
+		return held.Spec.Hold, fmt.Sprintf("hold %v", held.Spec.Hold)
+	})
+	bot := botCgroup(t)
+	restarts := botRestarts(t)
+	if out, err := dockerExec(bot.node, "sh", "-c", fmt.Sprintf("kill -KILL $(cat %s/cgroup.procs)", bot.dir)); err != nil {
+		t.Fatalf("kill the bot's processes: %v\n%s", err, out)
+	}
+	poll(t, 2*time.Minute, "the bot's container restarted", func() (bool, string) {
+		n := botRestarts(t)
+		return n > restarts, fmt.Sprintf("restarts %d", n)
+	})
+	if got := Get(t, held); got.Status.Ran || got.Status.Pod != "" {
+		t.Fatalf("the held job was placed on %q (ran %v) while the pool was full", got.Status.Pod, got.Status.Ran)
+	}
+	want := texts.StoppedBeforeRun + "\n\n" + texts.HeldAtRestart
+	if fin := p.Group.Final(m, BotRestartTimeout); fin.Text != want {
+		t.Errorf("final %q, want %q", fin.Text, want)
+	}
+	if got := WaitForJobEnd(t, held, JobTimeout); got.Status.Ran {
+		t.Errorf("the held job ran: phase %s", got.Status.Phase)
+	}
+	StopAll(t, busy)
+	if fin := p.Group.Final(p.Group.Send(".a echo after"), FinalTimeout); fin.Text != "after" {
+		t.Errorf("the next job's final %q", fin.Text)
 	}
 }

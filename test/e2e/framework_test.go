@@ -313,9 +313,16 @@ func FinishedReason(j *shellv1alpha1.ShellJob) string {
 // them running.
 func FillPool(t *testing.T) []*shellv1alpha1.ShellJob {
 	t.Helper()
+	return fillPool(t, Pool, PoolSize)
+}
+
+// fillPool starts a long job on each of the size workers of pool, and
+// returns them running.
+func fillPool(t *testing.T, pool string, size int) []*shellv1alpha1.ShellJob {
+	t.Helper()
 	var ws []*utiltesting.ShellJobWrapper
-	for i := range PoolSize {
-		ws = append(ws, Job(t, fmt.Sprintf("busy%d", i), "sleep 300"))
+	for i := range size {
+		ws = append(ws, Job(t, fmt.Sprintf("busy%d", i), "sleep 300").Pool(pool))
 	}
 	jobs := Create(t, ws...)
 	for i, j := range jobs {
