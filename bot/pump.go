@@ -602,16 +602,19 @@ func (r *run) follow(ctx context.Context) {
 			return
 		}
 		from, fctx, cancel := offset, ctx, context.CancelFunc(func() {})
+		var watched sync.WaitGroup
 		if !obj.Status.Ran && offset == 0 {
 			// Opened as soon as the job is placed, the follow overlaps the
 			// start: the agent holds it until the command runs.
 			from = agentapi.AwaitStart
 			fctx, cancel = context.WithCancel(ctx)
-			go r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod)
+			watched.Go(func() { r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod) })
 		}
 		reached, err := r.b.cluster.Follow(fctx, r.latest(), from, r.buf.Writer(liveoutput.Stdout))
 		moved := fctx.Err() != nil && ctx.Err() == nil
 		cancel()
+		// The follower ends with the watch it started.
+		watched.Wait()
 		if reached > offset {
 			offset, retry = reached, FollowRetry
 		}
