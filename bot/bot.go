@@ -19,6 +19,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
@@ -101,6 +102,9 @@ type Bot struct {
 	pumps   sync.WaitGroup
 	// outputMemory is the memory the jobs' kept output starts share.
 	outputMemory *liveoutput.Budget
+	// followers are the jobs' output followers; each pump starts and
+	// stops its own.
+	followers *followers.Set
 	// bigFinals holds a slot for each final whose long output is read
 	// again from the spool: it bounds the reads the bot asks of the agents
 	// at once, and the outputs held rendered.
@@ -127,7 +131,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 		cfg.OutputMemory = DefaultOutputMemory
 	}
 	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
-		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), bigFinals: make(chan struct{}, maxBigFinals)}
+		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), bigFinals: make(chan struct{}, maxBigFinals)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}
@@ -163,6 +167,9 @@ func (b *Bot) SetTelegram(t Telegram) { b.tg = t }
 // Registry returns the bot's job registry.
 func (b *Bot) Registry() *jobs.Registry { return b.registry }
 
+// Followers returns the set of the jobs' output followers.
+func (b *Bot) Followers() *followers.Set { return b.followers }
+
 // shuttingDown tells whether a shutdown has begun: new jobs are then
 // created stopped, so their commands never run.
 func (b *Bot) shuttingDown() bool { return b.registry.Closed() }
@@ -194,8 +201,11 @@ func (b *Bot) Shutdown() int {
 	return left
 }
 
-// Wait waits for every pump to return.
-func (b *Bot) Wait() { b.pumps.Wait() }
+// Wait waits for every pump and every output follower to return.
+func (b *Bot) Wait() {
+	b.pumps.Wait()
+	b.followers.Wait()
+}
 
 // Commands is the bot's command menu, set at startup.
 var Commands = []struct{ Command, Description string }{

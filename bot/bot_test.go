@@ -87,6 +87,9 @@ func (e *env) startBot() func() {
 		stopRun()
 		<-done
 		b.Wait()
+		if n := b.Followers().Len(); n != 0 {
+			t.Errorf("%d output followers run after the bot's Wait", n)
+		}
 	}
 }
 

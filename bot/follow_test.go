@@ -99,6 +99,10 @@ func TestFollowResumesAfterGap(t *testing.T) {
 	if c := strings.Count(fin.Text, "\n205\n"); c != 1 {
 		t.Errorf("line 205 shows %d times", c)
 	}
+	// The final waits for the end of the follow: its follower is gone.
+	if n := e.bot.Followers().Len(); n != 0 {
+		t.Errorf("%d followers run after the final, want 0", n)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	// The first follow may have been opened at the placement, to wait for
@@ -148,5 +152,9 @@ func TestFollowRetryBacksOff(t *testing.T) {
 		calls(int32(i + 1))
 		fc.Step(time.Millisecond)
 		calls(int32(i + 2))
+	}
+	// Between the retries, the job's one follower still runs.
+	if n := e.bot.Followers().Len(); n != 1 {
+		t.Errorf("%d followers run, want 1", n)
 	}
 }

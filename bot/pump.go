@@ -373,10 +373,8 @@ func (r *run) pump(ctx context.Context) {
 			once.Do(func() { close(ended) })
 		}
 	})
-	followed := make(chan struct{})
-	followCtx, stopFollow := context.WithCancel(ctx)
+	stopFollow, followed := r.startFollow(ctx)
 	defer stopFollow()
-	wg.Go(func() { r.follow(followCtx, followed) })
 	if len(r.files) > 0 {
 		wg.Go(func() { r.putFiles(ctx) })
 	}
@@ -575,11 +573,25 @@ func (r *run) update(ctx context.Context, text string) bool {
 	return true
 }
 
+// startFollow starts the job's follower in the bot's set, under ctx. It
+// returns stop, which cancels the follower and waits until it ended, and
+// followed, closed once it ended. A job the set follows already (a second
+// pump of it) is not followed again: its final says the output was cut.
+func (r *run) startFollow(ctx context.Context) (stop func(), followed <-chan struct{}) {
+	f, err := r.b.followers.Start(ctx, r.job.Name, r.follow)
+	if err != nil {
+		r.b.cfg.Log.Error(err, "The job's output is not followed", "job", r.job.Name)
+		none := make(chan struct{})
+		close(none)
+		return func() {}, none
+	}
+	return f.Stop, f.Done()
+}
+
 // follow copies the job's output into the buffer once it runs, resuming
-// after a broken stream, and closes followed when the output is closed,
-// the job ended without running, or ctx ended.
-func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
-	defer close(followed)
+// after a broken stream, and returns when the output is closed, the job
+// ended without running, or ctx ended.
+func (r *run) follow(ctx context.Context) {
 	// offset counts the bytes the command wrote up to where the stream
 	// reached, as the agent does. It is not what the buffer got: a gap
 	// in the spool comes as one line in place of the bytes it skipped.
@@ -591,16 +603,19 @@ func (r *run) follow(ctx context.Context, followed chan<- struct{}) {
 			return
 		}
 		from, fctx, cancel := offset, ctx, context.CancelFunc(func() {})
+		var watched sync.WaitGroup
 		if !obj.Status.Ran && offset == 0 {
 			// Opened as soon as the job is placed, the follow overlaps the
 			// start: the agent holds it until the command runs.
 			from = agentapi.AwaitStart
 			fctx, cancel = context.WithCancel(ctx)
-			go r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod)
+			watched.Go(func() { r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod) })
 		}
 		reached, err := r.b.cluster.Follow(fctx, r.latest(), from, r.buf.Writer(liveoutput.Stdout))
 		moved := fctx.Err() != nil && ctx.Err() == nil
 		cancel()
+		// The follower ends with the watch it started.
+		watched.Wait()
 		if reached > offset {
 			offset, retry = reached, FollowRetry
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 )
 
@@ -13,6 +14,7 @@ import (
 const (
 	UpdatesName          = "shelljob_bot_updates_total"
 	JobsName             = "shelljob_bot_jobs"
+	FollowersName        = "shelljob_bot_followers"
 	CallDurationName     = "shelljob_bot_telegram_call_duration_seconds"
 	CallErrorsName       = "shelljob_bot_telegram_call_errors_total"
 	FloodWaitsName       = "shelljob_bot_telegram_flood_waits_total"
@@ -87,13 +89,13 @@ func init() {
 
 // Names lists the name of every metric of this package.
 func Names() []string {
-	return []string{UpdatesName, JobsName, CallDurationName, CallErrorsName, FloodWaitsName, FloodWaitSecondsName}
+	return []string{UpdatesName, JobsName, FollowersName, CallDurationName, CallErrorsName, FloodWaitsName, FloodWaitSecondsName}
 }
 
-// Collectors are the bot's metrics, the jobs of r by state included, to
-// register on the registry /metrics serves.
-func Collectors(r *jobs.Registry) []prometheus.Collector {
-	return []prometheus.Collector{Updates, Jobs(r), CallDuration, CallErrors, FloodWaits, FloodWaitSeconds}
+// Collectors are the bot's metrics, the jobs of r by state and the
+// followers of f included, to register on the registry /metrics serves.
+func Collectors(r *jobs.Registry, f *followers.Set) []prometheus.Collector {
+	return []prometheus.Collector{Updates, Jobs(r), Followers(f), CallDuration, CallErrors, FloodWaits, FloodWaitSeconds}
 }
 
 // UpdateTaken records an update of kind.
@@ -123,6 +125,15 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, name := range stateNames {
 		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[s]), name)
 	}
+}
+
+// Followers is the gauge of the output followers of f that run, counted
+// at each scrape.
+func Followers(f *followers.Set) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: FollowersName,
+		Help: "Output followers the bot runs: one per job whose output it reads.",
+	}, func() float64 { return float64(f.Len()) })
 }
 
 // seconds is d in seconds, never below 0.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/botmetrics"
+	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/probes"
 )
@@ -53,16 +55,50 @@ shelljob_bot_jobs{state="stopping"} 1
 	}
 }
 
+// follow starts a follower of key in s that runs until the test ends.
+func follow(t *testing.T, s *followers.Set, key string) *followers.Follower {
+	t.Helper()
+	f, err := s.Start(t.Context(), key, func(ctx context.Context) { <-ctx.Done() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	return f
+}
+
+func TestFollowers(t *testing.T) {
+	var s followers.Set
+	g := botmetrics.Followers(&s)
+	want := func(n int) {
+		t.Helper()
+		text := `
+# HELP shelljob_bot_followers Output followers the bot runs: one per job whose output it reads.
+# TYPE shelljob_bot_followers gauge
+shelljob_bot_followers ` + strconv.Itoa(n) + "\n"
+		if err := testutil.CollectAndCompare(g, strings.NewReader(text), botmetrics.FollowersName); err != nil {
+			t.Error(err)
+		}
+	}
+	want(0)
+	a := follow(t, &s, "job-a")
+	follow(t, &s, "job-b")
+	want(2)
+	a.Stop()
+	want(1)
+}
+
 // TestServed: every metric of Names is on the bot's /metrics, beside the
 // process's, and passes Prometheus's lint (units, _total suffixes, help).
 func TestServed(t *testing.T) {
 	r := jobs.NewRegistry()
 	register(r, "running", shellv1alpha1.PhaseRunning)
+	var fs followers.Set
+	follow(t, &fs, "running")
 	botmetrics.UpdateTaken(botmetrics.UpdateMessage)
 	_ = botmetrics.Invoker(failing(tgerr.New(420, "FLOOD_WAIT_2"))).Invoke(context.Background(), &tg.MessagesSendMessageRequest{}, nil)
 
 	rec := httptest.NewRecorder()
-	probes.Metrics(botmetrics.Collectors(r)...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	probes.Metrics(botmetrics.Collectors(r, &fs)...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
 	}
@@ -74,6 +110,7 @@ func TestServed(t *testing.T) {
 	}
 	for _, line := range []string{
 		`shelljob_bot_jobs{state="running"} 1`,
+		`shelljob_bot_followers 1`,
 		`shelljob_bot_updates_total{kind="callback"} 0`,
 		`shelljob_bot_telegram_flood_waits_total{method="messages.sendMessage"}`,
 		`shelljob_bot_telegram_call_errors_total{method="messages.sendMessage",type="FLOOD_WAIT"}`,
@@ -84,7 +121,7 @@ func TestServed(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(botmetrics.Collectors(r)...)
+	reg.MustRegister(botmetrics.Collectors(r, &fs)...)
 	problems, err := testutil.GatherAndLint(reg, botmetrics.Names()...)
 	if err != nil {
 		t.Fatal(err)
