@@ -170,6 +170,9 @@ func (b *Bot) Registry() *jobs.Registry { return b.registry }
 // Followers returns the set of the jobs' output followers.
 func (b *Bot) Followers() *followers.Set { return b.followers }
 
+// OutputMemory is the memory the jobs' kept output starts share.
+func (b *Bot) OutputMemory() *liveoutput.Budget { return b.outputMemory }
+
 // shuttingDown tells whether a shutdown has begun: new jobs are then
 // created stopped, so their commands never run.
 func (b *Bot) shuttingDown() bool { return b.registry.Closed() }

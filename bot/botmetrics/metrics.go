@@ -7,6 +7,7 @@ import (
 
 	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/internal/liveoutput"
 )
 
 // The metrics' names, as PromQL queries them (a histogram adds _bucket,
@@ -15,6 +16,7 @@ const (
 	UpdatesName          = "shelljob_bot_updates_total"
 	JobsName             = "shelljob_bot_jobs"
 	FollowersName        = "shelljob_bot_followers"
+	OutputMemoryName     = "shelljob_bot_output_memory_bytes"
 	CallDurationName     = "shelljob_bot_telegram_call_duration_seconds"
 	CallErrorsName       = "shelljob_bot_telegram_call_errors_total"
 	FloodWaitsName       = "shelljob_bot_telegram_flood_waits_total"
@@ -89,13 +91,14 @@ func init() {
 
 // Names lists the name of every metric of this package.
 func Names() []string {
-	return []string{UpdatesName, JobsName, FollowersName, CallDurationName, CallErrorsName, FloodWaitsName, FloodWaitSecondsName}
+	return []string{UpdatesName, JobsName, FollowersName, OutputMemoryName, CallDurationName, CallErrorsName, FloodWaitsName, FloodWaitSecondsName}
 }
 
-// Collectors are the bot's metrics, the jobs of r by state and the
-// followers of f included, to register on the registry /metrics serves.
-func Collectors(r *jobs.Registry, f *followers.Set) []prometheus.Collector {
-	return []prometheus.Collector{Updates, Jobs(r), Followers(f), CallDuration, CallErrors, FloodWaits, FloodWaitSeconds}
+// Collectors are the bot's metrics, the jobs of r by state, the followers
+// of f and the output memory m holds included, to register on the registry
+// /metrics serves.
+func Collectors(r *jobs.Registry, f *followers.Set, m *liveoutput.Budget) []prometheus.Collector {
+	return []prometheus.Collector{Updates, Jobs(r), Followers(f), OutputMemory(m), CallDuration, CallErrors, FloodWaits, FloodWaitSeconds}
 }
 
 // UpdateTaken records an update of kind.
@@ -134,6 +137,15 @@ func Followers(f *followers.Set) prometheus.Collector {
 		Name: FollowersName,
 		Help: "Output followers the bot runs: one per job whose output it reads.",
 	}, func() float64 { return float64(f.Len()) })
+}
+
+// OutputMemory is the gauge of the output memory (Config.OutputMemory) the
+// jobs hold, read at each scrape.
+func OutputMemory(m *liveoutput.Budget) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: OutputMemoryName,
+		Help: "Bytes of the jobs' output starts the bot holds, out of -output-memory.",
+	}, func() float64 { return float64(m.Used()) })
 }
 
 // seconds is d in seconds, never below 0.

@@ -19,6 +19,7 @@ import (
 	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/probes"
+	"shelljob.dev/shelljob/internal/liveoutput"
 )
 
 // register adds a job named name to r, observed in phase (none: queued).
@@ -94,11 +95,13 @@ func TestServed(t *testing.T) {
 	register(r, "running", shellv1alpha1.PhaseRunning)
 	var fs followers.Set
 	follow(t, &fs, "running")
+	kept := liveoutput.NewBudget(1 << 20)
+	liveoutput.New(liveoutput.Options{HeadBytes: 4 << 10, Budget: kept}).Write(liveoutput.Stdout, make([]byte, 1000))
 	botmetrics.UpdateTaken(botmetrics.UpdateMessage)
 	_ = botmetrics.Invoker(failing(tgerr.New(420, "FLOOD_WAIT_2"))).Invoke(context.Background(), &tg.MessagesSendMessageRequest{}, nil)
 
 	rec := httptest.NewRecorder()
-	probes.Metrics(botmetrics.Collectors(r, &fs)...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	probes.Metrics(botmetrics.Collectors(r, &fs, kept)...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
 	}
@@ -111,6 +114,7 @@ func TestServed(t *testing.T) {
 	for _, line := range []string{
 		`shelljob_bot_jobs{state="running"} 1`,
 		`shelljob_bot_followers 1`,
+		`shelljob_bot_output_memory_bytes 1000`,
 		`shelljob_bot_updates_total{kind="callback"} 0`,
 		`shelljob_bot_telegram_flood_waits_total{method="messages.sendMessage"}`,
 		`shelljob_bot_telegram_call_errors_total{method="messages.sendMessage",type="FLOOD_WAIT"}`,
@@ -121,7 +125,7 @@ func TestServed(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(botmetrics.Collectors(r, &fs)...)
+	reg.MustRegister(botmetrics.Collectors(r, &fs, kept)...)
 	problems, err := testutil.GatherAndLint(reg, botmetrics.Names()...)
 	if err != nil {
 		t.Fatal(err)

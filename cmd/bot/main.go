@@ -214,7 +214,7 @@ func run() error {
 	}
 
 	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, Log: log.WithName("bot")}, nil, cluster, store)
-	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry(), b.Followers())...)); err != nil {
+	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry(), b.Followers(), b.OutputMemory())...)); err != nil {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}
 	tc := tgclient.New(b, opts)

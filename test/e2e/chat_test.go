@@ -546,14 +546,18 @@ func TestChatBotMemoryAfterFlood(t *testing.T) {
 
 var rssLine = regexp.MustCompile(`(?m)^process_resident_memory_bytes ([0-9.e+]+)$`)
 
-// botRSS reads the bot's resident memory from its metrics, through the
-// API server's pod proxy.
-func botRSS(t *testing.T) float64 {
+// botMetrics reads the bot's /metrics, through the API server's pod proxy.
+func botMetrics(t *testing.T) string {
 	t.Helper()
 	pod := strings.TrimSpace(run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot",
 		"--field-selector=status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}"))
-	out := run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", Namespace, pod))
-	m := rssLine.FindStringSubmatch(out)
+	return run(t, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", Namespace, pod))
+}
+
+// botRSS reads the bot's resident memory from its metrics.
+func botRSS(t *testing.T) float64 {
+	t.Helper()
+	m := rssLine.FindStringSubmatch(botMetrics(t))
 	if m == nil {
 		t.Fatalf("the bot's metrics have no process_resident_memory_bytes")
 	}
@@ -661,4 +665,49 @@ func TestChatWorkerLimits(t *testing.T) {
 		t.Errorf("the neighbour's final %q", fin.Text)
 	}
 	WaitForPoolAvailable(t, "shell")
+}
+
+// TestChatBotMetrics: the bot's /metrics show a running job, its follower
+// and the output memory it holds, and the Telegram calls and updates that
+// carried it; once the final is out, no follower and no output memory are
+// left.
+func TestChatBotMetrics(t *testing.T) {
+	p := Chats(t)
+	m, _ := runLong(t, p.Group, ".a seq 1 20; sleep 30")
+	value := func(metrics, series string) float64 {
+		for _, l := range strings.Split(metrics, "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %q", series, l)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no %s on the bot's /metrics", series)
+		return 0
+	}
+	atLeast := map[string]float64{
+		`shelljob_bot_jobs{state="running"}`:                                               1,
+		`shelljob_bot_followers`:                                                           1,
+		`shelljob_bot_output_memory_bytes`:                                                 1,
+		`shelljob_bot_updates_total{kind="message"}`:                                       1,
+		`shelljob_bot_telegram_call_duration_seconds_count{method="messages.sendMessage"}`: 1,
+	}
+	poll(t, 20*time.Second, "the running job on the bot's /metrics", func() (bool, string) {
+		running := botMetrics(t)
+		for series, least := range atLeast {
+			if v := value(running, series); v < least {
+				return false, fmt.Sprintf("%s = %v, want at least %v", series, v, least)
+			}
+		}
+		return true, ""
+	})
+	p.Group.Answer(p.Group.Reply(m.ID, ".k"))
+	p.Group.Final(m, FinalTimeout)
+	poll(t, 30*time.Second, "no follower and no output memory held", func() (bool, string) {
+		after := botMetrics(t)
+		f, o := value(after, "shelljob_bot_followers"), value(after, "shelljob_bot_output_memory_bytes")
+		return f == 0 && o == 0, fmt.Sprintf("followers %v, output memory %v bytes", f, o)
+	})
 }
