@@ -157,19 +157,7 @@ func (c *Client) Events(ctx context.Context, handle func(agentapi.Event)) error 
 		return err
 	}
 	defer st.Close()
-	return streamEnd(ctx, DecodeEvents(st.r, handle), "events")
-}
-
-// DecodeEvents reads Event JSON lines from r until it ends.
-func DecodeEvents(r io.Reader, handle func(agentapi.Event)) error {
-	dec := json.NewDecoder(r)
-	for {
-		var e agentapi.Event
-		if err := dec.Decode(&e); err != nil {
-			return err
-		}
-		handle(e)
-	}
+	return streamEnd(ctx, agentapi.DecodeEvents(st.r, handle), "events")
 }
 
 // streamEnd is the error of a stream that ended: ctx's, or a break.

@@ -89,6 +89,9 @@ type Options struct {
 	// FollowKeepalive is how often a follow gets a keepalive frame.
 	// Defaults to agentapi.FollowKeepalive.
 	FollowKeepalive time.Duration
+	// EventsKeepalive is how often a quiet event stream gets an
+	// EventKeepalive. Defaults to agentapi.EventsKeepalive.
+	EventsKeepalive time.Duration
 	// CgroupRoot is where the agent reads its memory cgroup's OOM kills.
 	// Defaults to DefaultCgroupRoot.
 	CgroupRoot string
@@ -134,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FollowKeepalive <= 0 {
 		o.FollowKeepalive = agentapi.FollowKeepalive
+	}
+	if o.EventsKeepalive <= 0 {
+		o.EventsKeepalive = agentapi.EventsKeepalive
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()

@@ -61,7 +61,8 @@ func (d *Daemon) unsubscribe(s *subscriber) {
 }
 
 // Events emits the state of every job, EventSynced, then every event and
-// a status of each running job every StatusInterval, until ctx ends.
+// a status of each running job every StatusInterval, and an EventKeepalive
+// every EventsKeepalive in which it emitted nothing else, until ctx ends.
 // flush is called whenever emit has nothing more to send for a while.
 func (d *Daemon) Events(ctx context.Context, emit func(agentapi.Event) error, flush func() error) error {
 	snap, sub := d.subscribe()
@@ -76,6 +77,9 @@ func (d *Daemon) Events(ctx context.Context, emit func(agentapi.Event) error, fl
 	}
 	tick := time.NewTicker(d.opts.StatusInterval)
 	defer tick.Stop()
+	keepalive := time.NewTicker(d.opts.EventsKeepalive)
+	defer keepalive.Stop()
+	sent := false // since the last keepalive tick
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,12 +91,21 @@ func (d *Daemon) Events(ctx context.Context, emit func(agentapi.Event) error, fl
 			if err := emit(e); err != nil {
 				return err
 			}
+			sent = true
 		case now := <-tick.C:
 			for _, j := range d.running() {
 				if err := emit(j.statusEvent(now)); err != nil {
 					return err
 				}
+				sent = true
 			}
+		case now := <-keepalive.C:
+			if !sent {
+				if err := emit(agentapi.Event{Type: agentapi.EventKeepalive, Time: now}); err != nil {
+					return err
+				}
+			}
+			sent = false
 		}
 		if len(sub.ch) == 0 {
 			if err := flush(); err != nil {

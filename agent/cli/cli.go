@@ -180,6 +180,7 @@ func serve(e *env, args []string) error {
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
 	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
 	fs.DurationVar(&opts.FollowKeepalive, "follow-keepalive", agentapi.FollowKeepalive, "how often a follow gets a keepalive frame")
+	fs.DurationVar(&opts.EventsKeepalive, "events-keepalive", agentapi.EventsKeepalive, "how often a quiet event stream gets a keepalive event")
 	fs.StringVar(&opts.CgroupRoot, "cgroup-root", agent.DefaultCgroupRoot, "where the container's cgroups are mounted, to count its out-of-memory kills")
 	fs.Int64Var(&lim.HeadBytes, "head-bytes", spool.DefaultHeadBytes, "bytes kept from the start of an output")
 	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")

@@ -205,7 +205,17 @@ const (
 	// caller thinks runs there but that was not reported is unknown to the
 	// agent. Job is empty.
 	EventSynced EventType = "synced"
+	// EventKeepalive carries nothing: the event stream sends one every
+	// EventsKeepalive in which it sent nothing else, so that a caller that
+	// got no line for three times that takes the stream for hung
+	// (ErrStreamIdle). Callers drop it; an older one, which knows no such
+	// type, finds no job of its empty Job and drops it too.
+	EventKeepalive EventType = "keepalive"
 )
+
+// EventsKeepalive is how often a quiet event stream gets an
+// EventKeepalive.
+const EventsKeepalive = ControlKeepalive
 
 // Event is one line of the agent's event stream.
 type Event struct {

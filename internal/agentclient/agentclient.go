@@ -1,7 +1,6 @@
 package agentclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -288,7 +287,11 @@ func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle fu
 		}
 	}
 	cmd := argv(agentapi.CmdEvents, agentapi.FlagWatchStdin)
-	streamErr, readErr := c.stream(ctx, pod, cmd, nil, func(r io.Reader) error { return decodeEvents(r, handle) })
+	// The agent's keepalives keep a quiet stream moving: a hung one is cut
+	// as a hung control channel is.
+	ctx, watch := idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+	defer watch.Stop()
+	streamErr, readErr := c.stream(ctx, pod, cmd, watch, func(r io.Reader) error { return agentapi.DecodeEvents(r, handle) })
 	if streamErr != nil {
 		return streamErr
 	}
@@ -296,23 +299,6 @@ func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle fu
 		return fmt.Errorf("agent events in pod %s: %w", pod, readErr)
 	}
 	return fmt.Errorf("agent events in pod %s: stream ended: %w", pod, io.ErrUnexpectedEOF)
-}
-
-// decodeEvents reads Event JSON lines until r ends.
-func decodeEvents(r io.Reader, handle func(agentapi.Event)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var e agentapi.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return fmt.Errorf("event %q: %w", sc.Bytes(), err)
-		}
-		handle(e)
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return io.EOF
 }
 
 // Follow implements agentapi.Client.

@@ -252,32 +252,37 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A warm channel, quiet longer than its idle limit, stays up on the
-// agent's keepalives; once the agent stops answering (SIGSTOP), the
-// channel is cut and Events returns, to be opened again.
-func TestWarmChannelOfAHungAgent(t *testing.T) {
-	t.Parallel()
-	dir, agent := agenttest.ServeProcess(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	f.flags = map[string][]string{agentapi.CmdControl: {"--keepalive=200ms"}}
-	c := newClient(t, srv.URL, Options{Warm: true})
-	c.channelIdle = streamIdle
-	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
-	defer cancel()
-	events := runEvents(ctx, c)
-	events.waitSynced(t)
-	select {
-	case err := <-events.done:
-		t.Fatalf("a quiet channel ended: %v", err)
-	case <-time.After(2 * streamIdle):
-	}
-	if !c.ChannelUp(pod) {
-		t.Fatal("a quiet channel is down")
-	}
-	resume := agent.Pause(t)
-	defer resume()
-	gaveUp(t, "the channel", events.done)
-	if c.ChannelUp(pod) {
-		t.Error("the hung channel is still up")
+// The pod's event stream, quiet longer than its idle limit, stays up on
+// the agent's keepalives, over a warm channel or, without, over the
+// events exec; once the agent stops answering (SIGSTOP), the stream is cut
+// and Events returns, to be opened again.
+func TestEventsOfAHungAgent(t *testing.T) {
+	for name, warm := range map[string]bool{"warm channel": true, "events exec": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir, agent := agenttest.ServeProcess(t, "--events-keepalive=200ms")
+			srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+			f.flags = map[string][]string{agentapi.CmdControl: {"--keepalive=200ms"}}
+			c := newClient(t, srv.URL, Options{Warm: warm})
+			c.channelIdle = streamIdle
+			ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+			defer cancel()
+			events := runEvents(ctx, c)
+			events.waitSynced(t)
+			select {
+			case err := <-events.done:
+				t.Fatalf("a quiet stream ended: %v", err)
+			case <-time.After(2 * streamIdle):
+			}
+			if c.ChannelUp(pod) != warm {
+				t.Fatalf("channel up %v, want %v", c.ChannelUp(pod), warm)
+			}
+			resume := agent.Pause(t)
+			defer resume()
+			gaveUp(t, "the event stream", events.done)
+			if c.ChannelUp(pod) {
+				t.Error("the hung channel is still up")
+			}
+		})
 	}
 }

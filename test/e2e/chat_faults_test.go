@@ -20,6 +20,19 @@ func TestChatBotKilledMidJob(t *testing.T) {
 	p := Chats(t)
 	since := p.Group.Seq()
 	m, pv := runLong(t, p.Group, ".a for i in {1..30}; do echo line $i; sleep 1; done")
+	killBot(t)
+	rolloutStatus(t, BotDeployment)
+	fin := p.Group.Final(m, 3*time.Minute)
+	if fin.Text != lines(30) {
+		t.Errorf("final %q, want 30 lines", fin.Text)
+	}
+	noBlankEdits(t, p.Group, since, pv)
+}
+
+// killBot SIGKILLs the bot's processes, with no shutdown at all, and
+// waits until its container restarted.
+func killBot(t *testing.T) {
+	t.Helper()
 	bot := botCgroup(t)
 	restarts := botRestarts(t)
 	if out, err := dockerExec(bot.node, "sh", "-c", fmt.Sprintf("kill -KILL $(cat %s/cgroup.procs)", bot.dir)); err != nil {
@@ -29,12 +42,6 @@ func TestChatBotKilledMidJob(t *testing.T) {
 		n := botRestarts(t)
 		return n > restarts, fmt.Sprintf("restarts %d", n)
 	})
-	rolloutStatus(t, BotDeployment)
-	fin := p.Group.Final(m, 3*time.Minute)
-	if fin.Text != lines(30) {
-		t.Errorf("final %q, want 30 lines", fin.Text)
-	}
-	noBlankEdits(t, p.Group, since, pv)
 }
 
 // botRestarts is the restart count of the bot's container.
@@ -148,15 +155,7 @@ func TestChatHeldJobAtRestart(t *testing.T) {
 		held = jobs[0]
 		return held.Spec.Hold, fmt.Sprintf("hold %v", held.Spec.Hold)
 	})
-	bot := botCgroup(t)
-	restarts := botRestarts(t)
-	if out, err := dockerExec(bot.node, "sh", "-c", fmt.Sprintf("kill -KILL $(cat %s/cgroup.procs)", bot.dir)); err != nil {
-		t.Fatalf("kill the bot's processes: %v\n%s", err, out)
-	}
-	poll(t, 2*time.Minute, "the bot's container restarted", func() (bool, string) {
-		n := botRestarts(t)
-		return n > restarts, fmt.Sprintf("restarts %d", n)
-	})
+	killBot(t)
 	if got := Get(t, held); got.Status.Ran || got.Status.Pod != "" {
 		t.Fatalf("the held job was placed on %q (ran %v) while the pool was full", got.Status.Pod, got.Status.Ran)
 	}
