@@ -529,6 +529,8 @@ func TestSchema(t *testing.T) {
 		"pools.shell.replicas=many",
 		"pools.shell.replica=2",
 		"workers.networkPolicy.egress=some",
+		"workers.networkPolicy.podCIDRs={}",
+		"workers.networkPolicy.podCIDRs={10.244.0.0}",
 		"images.bot.pullPolicy=Sometimes",
 		"operator.terminationGracePeriodSeconds=10",
 		"workers.allowedServiceAccounts={Robot_1}",

@@ -112,3 +112,29 @@ the chart makes from bot.token, bot.appId and bot.appHash.
 {{- define "shelljob.botSecret" -}}
 {{- default (include "shelljob.botName" .) .Values.bot.existingSecret }}
 {{- end }}
+
+{{/*
+NetworkPolicy peers for every address outside the pod network: 0.0.0.0/0
+and ::/0 except workers.networkPolicy.podCIDRs. So nodes (their host
+network: the API server, the kubelet), load balancers and the internet
+match, and no pod does; pods are matched by namespace only.
+*/}}
+{{- define "shelljob.outsidePodNetwork" -}}
+{{- $v4 := list }}
+{{- $v6 := list }}
+{{- range .Values.workers.networkPolicy.podCIDRs }}
+{{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}
+{{- end -}}
+- ipBlock:
+    cidr: 0.0.0.0/0
+    {{- with $v4 }}
+    except:
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+- ipBlock:
+    cidr: ::/0
+    {{- with $v6 }}
+    except:
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
