@@ -164,18 +164,16 @@ type consoleInput struct {
 	done  <-chan struct{}
 	eof   chan struct{}
 
-	// up, when set, is closed by the remote shell's first output; the
-	// input waits for it, at most PipedStartWait.
-	up      <-chan struct{}
-	started bool
+	// up, until the first Read, is closed by the remote shell's first
+	// output; the input waits for it, at most PipedStartWait.
+	up <-chan struct{}
 
 	once sync.Once
 	sent bool
 }
 
 func (in *consoleInput) Read(p []byte) (int, error) {
-	if !in.started && in.up != nil {
-		in.started = true
+	if in.up != nil {
 		t := time.NewTimer(PipedStartWait)
 		select {
 		case <-in.up:
@@ -183,6 +181,7 @@ func (in *consoleInput) Read(p []byte) (int, error) {
 		case <-in.done:
 		}
 		t.Stop()
+		in.up = nil
 	}
 	if !in.sent {
 		n, err := in.r.Read(p)

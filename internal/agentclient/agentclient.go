@@ -104,6 +104,12 @@ func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
 	return idle.New(ctx, c.idle, idleError(c.idle))
 }
 
+// eventsWatch bounds a pod's event stream, over a control channel or its
+// own exec, by the channels' idle limit: the agent's keepalives move it.
+func (c *Client) eventsWatch(ctx context.Context) (context.Context, *idle.Watch) {
+	return idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+}
+
 // idleError is the cause of a stream cut after limit without a byte.
 func idleError(limit time.Duration) error {
 	return fmt.Errorf("no byte moved for %s: %w", limit, agentapi.ErrStreamIdle)
@@ -287,9 +293,7 @@ func (c *Client) Events(ctx context.Context, pod types.NamespacedName, handle fu
 		}
 	}
 	cmd := argv(agentapi.CmdEvents, agentapi.FlagWatchStdin)
-	// The agent's keepalives keep a quiet stream moving: a hung one is cut
-	// as a hung control channel is.
-	ctx, watch := idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+	ctx, watch := c.eventsWatch(ctx)
 	defer watch.Stop()
 	streamErr, readErr := c.stream(ctx, pod, cmd, watch, func(r io.Reader) error { return agentapi.DecodeEvents(r, handle) })
 	if streamErr != nil {

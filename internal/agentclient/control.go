@@ -76,7 +76,7 @@ func (c *Client) control(ctx context.Context, pod types.NamespacedName, handle f
 	if lacks {
 		return errNoControl
 	}
-	ctx, watch := idle.New(ctx, c.channelIdle, idleError(c.channelIdle))
+	ctx, watch := c.eventsWatch(ctx)
 	defer watch.Stop()
 	ctx, cut := context.WithCancelCause(ctx)
 	defer cut(nil)
