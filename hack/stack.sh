@@ -127,8 +127,33 @@ crds() {
   kubectl apply --server-side --force-conflicts -f "${ROOT_DIR}/charts/shelljob/crds" >&2
 }
 
+# unstick: a helm killed mid-operation (a cancelled CI run, an e2e run cut
+# short) leaves its release pending for good, and helm then refuses every
+# upgrade as "another operation is in progress". Under the stack lock no
+# other helm of this script runs, so a pending release here is a dead one:
+# roll it back to the revision before, or uninstall a first install.
+unstick() {
+  local status revision
+  read -r status revision < <(helm -n "${STACK_NAMESPACE}" status "${RELEASE}" -o json 2>/dev/null |
+    jq -r '"\(.info.status) \(.version)"') || return 0
+  case "${status}" in
+  pending-upgrade | pending-rollback)
+    if ((revision > 1)); then
+      log "${RELEASE} is left ${status} at revision ${revision} by a helm that did not finish: rolling back"
+      helm -n "${STACK_NAMESPACE}" rollback "${RELEASE}" --wait --timeout 5m >&2
+      return
+    fi
+    ;&
+  pending-install)
+    log "${RELEASE} is left ${status} at revision ${revision} by a helm that did not finish: uninstalling"
+    helm -n "${STACK_NAMESPACE}" uninstall "${RELEASE}" --wait --timeout 5m >&2
+    ;;
+  esac
+}
+
 chart() {
   local pub args=()
+  unstick
   pub="$(kubectl -n "${STACK_NAMESPACE}" get secret "${FAKETG}-key" -o jsonpath='{.data.pub\.pem}' | base64 -d)"
   # upgrade --install takes the last of an unsorted history, so a release
   # with 10 revisions or more and an uninstalled one kept (the uninstall
