@@ -11,8 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,7 +52,9 @@ type ClusterGetter func() (*Cluster, error)
 // newScheme knows the kinds the CLI uses.
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
+	// Not all of client-go's kinds: registering them costs a plugin,
+	// which starts cold for every command, several milliseconds.
+	_ = corev1.AddToScheme(s)
 	_ = shellv1alpha1.AddToScheme(s)
 	return s
 }
@@ -88,7 +91,12 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		cs, err := kubernetes.NewForConfig(config)
+		// The two typed clients it needs, not a whole clientset.
+		core, err := corev1client.NewForConfig(config)
+		if err != nil {
+			return nil, err
+		}
+		authn, err := authenticationv1client.NewForConfig(config)
 		if err != nil {
 			return nil, err
 		}
@@ -98,9 +106,9 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 			Namespace:       ns,
 			WorkerNamespace: wns,
 			Agent:           agent,
-			Exec:            terminalExec(config, cs.CoreV1().RESTClient()),
+			Exec:            terminalExec(config, core.RESTClient()),
 			WhoAmI: func(ctx context.Context) (string, error) {
-				r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+				r, err := authn.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 				if err != nil {
 					return "", fmt.Errorf("who am I: %w", err)
 				}
