@@ -6,31 +6,55 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
+	"shelljob.dev/shelljob/internal/shellclient"
 )
 
 // TerminalExec runs command in a pod's container with a terminal, as
 // `kubectl exec -it` does.
 type TerminalExec func(ctx context.Context, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error
 
+// JobClient is what the commands do with the ShellJobs of a namespace:
+// client-go's typed client (shellclient.ShellJobs) is one.
+type JobClient interface {
+	Create(ctx context.Context, job *shellv1alpha1.ShellJob, opts metav1.CreateOptions) (*shellv1alpha1.ShellJob, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*shellv1alpha1.ShellJob, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellJobList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*shellv1alpha1.ShellJob, error)
+}
+
+// PoolClient is what the commands do with the ShellPools of a namespace.
+type PoolClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*shellv1alpha1.ShellPool, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellPoolList, error)
+}
+
+// PodLister lists the pods of a namespace.
+type PodLister interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+}
+
 // Cluster is what the commands ask of the cluster.
 type Cluster struct {
-	// Client reads and writes ShellJobs, ShellPools and pods.
-	Client client.WithWatch
+	// Jobs reads and writes the ShellJobs of Namespace.
+	Jobs JobClient
+	// Pools reads the ShellPools of Namespace.
+	Pools PoolClient
+	// Pods lists the pods of a namespace: the workers'.
+	Pods func(namespace string) PodLister
 	// Namespace holds the ShellJobs and ShellPools.
 	Namespace string
 	// WorkerNamespace, when set, holds the worker pods. Otherwise the
@@ -49,27 +73,6 @@ type Cluster struct {
 // one that returns fakes.
 type ClusterGetter func() (*Cluster, error)
 
-// newScheme knows the kinds the CLI uses.
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	// Not all of client-go's kinds: registering them costs a plugin,
-	// which starts cold for every command, several milliseconds.
-	_ = corev1.AddToScheme(s)
-	_ = shellv1alpha1.AddToScheme(s)
-	return s
-}
-
-// restMapper maps the kinds the CLI uses without asking the API server's
-// discovery: a kubectl plugin starts cold each time, and discovery would
-// cost a round trip or two on every command.
-func restMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
-	m.Add(shellv1alpha1.GroupVersion.WithKind("ShellJob"), meta.RESTScopeNamespace)
-	m.Add(shellv1alpha1.GroupVersion.WithKind("ShellPool"), meta.RESTScopeNamespace)
-	m.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
-	return m
-}
-
 // NewClusterGetter returns a ClusterGetter on kubectl's flags: the
 // kubeconfig, context and namespace as kubectl takes them. workerNamespace
 // points at the flag that overrides where the worker pods are.
@@ -83,7 +86,14 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		c, err := client.NewWithWatch(config, client.Options{Scheme: newScheme(), Mapper: restMapper()})
+		// Typed clients, with no discovery and no controller-runtime: a
+		// kubectl plugin starts cold for every command, and both would
+		// cost it more than a round trip. They share one connection.
+		httpClient, err := rest.HTTPClientFor(config)
+		if err != nil {
+			return nil, err
+		}
+		shell, err := shellclient.NewForConfigAndClient(config, httpClient)
 		if err != nil {
 			return nil, err
 		}
@@ -91,18 +101,19 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		// The two typed clients it needs, not a whole clientset.
-		core, err := corev1client.NewForConfig(config)
+		core, err := corev1client.NewForConfigAndClient(config, httpClient)
 		if err != nil {
 			return nil, err
 		}
-		authn, err := authenticationv1client.NewForConfig(config)
+		authn, err := authenticationv1client.NewForConfigAndClient(config, httpClient)
 		if err != nil {
 			return nil, err
 		}
 		wns := *workerNamespace
 		return &Cluster{
-			Client:          c,
+			Jobs:            shell.ShellJobs(ns),
+			Pools:           shell.ShellPools(ns),
+			Pods:            func(namespace string) PodLister { return core.Pods(namespace) },
 			Namespace:       ns,
 			WorkerNamespace: wns,
 			Agent:           agent,

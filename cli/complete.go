@@ -2,14 +2,13 @@ package cli
 
 import (
 	"context"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -26,8 +25,8 @@ func completePools(ctx context.Context, o *Options, prefix string) []string {
 	if err != nil {
 		return nil
 	}
-	var list shellv1alpha1.ShellPoolList
-	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	list, err := c.Pools.List(ctx, metav1.ListOptions{})
+	if err != nil {
 		return nil
 	}
 	var out []string
@@ -47,7 +46,7 @@ func completeJobs(o *Options, unfinished bool) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		jobs, err := kubeutil.ListShellJobs(cmd.Context(), c.Client, 0, nil, client.InNamespace(c.Namespace))
+		jobs, err := c.listJobs(cmd.Context(), nil)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}

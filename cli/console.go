@@ -17,10 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -218,8 +219,8 @@ func (f *firstOutput) Write(p []byte) (int, error) {
 // findWorker finds the pool's worker of the current revision with index
 // c.Worker, and the pool's shell.
 func (c *ConsoleOptions) findWorker(ctx context.Context, cl *Cluster) (types.NamespacedName, string, error) {
-	var pool shellv1alpha1.ShellPool
-	if err := cl.Client.Get(ctx, types.NamespacedName{Namespace: cl.Namespace, Name: c.Pool}, &pool); err != nil {
+	pool, err := cl.Pools.Get(ctx, c.Pool, metav1.GetOptions{})
+	if err != nil {
 		return types.NamespacedName{}, "", err
 	}
 	shell := cmp.Or(pool.Spec.Shell, agentapi.DefaultShell)
@@ -230,11 +231,11 @@ func (c *ConsoleOptions) findWorker(ctx context.Context, cl *Cluster) (types.Nam
 	if ns == "" {
 		ns = cl.Namespace
 	}
-	var pods corev1.PodList
-	if err := cl.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{
+	pods, err := cl.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
 		shellv1alpha1.LabelPool:   c.Pool,
 		shellv1alpha1.LabelWorker: strconv.Itoa(int(c.Worker)),
-	}); err != nil {
+	}).String()})
+	if err != nil {
 		return types.NamespacedName{}, "", fmt.Errorf("list worker pods: %w", err)
 	}
 	// The current revision first, then the newest.

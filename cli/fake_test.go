@@ -12,7 +12,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -73,7 +76,9 @@ func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string
 // agent counted.
 func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(newScheme()).WithStatusSubresource(&shellv1alpha1.ShellJob{}).Build()
+	scheme := runtime.NewScheme()
+	_ = shellv1alpha1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&shellv1alpha1.ShellJob{}).Build()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -86,7 +91,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &Cluster{
-		Client:    c,
+		Jobs:      fakeJobs{c: c, ns: testNS},
 		Namespace: testNS,
 		Agent:     agent,
 		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
@@ -117,8 +122,8 @@ func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
 
 func jobs(t *testing.T, c *Cluster) []shellv1alpha1.ShellJob {
 	t.Helper()
-	var list shellv1alpha1.ShellJobList
-	if err := c.Client.List(context.Background(), &list); err != nil {
+	list, err := c.Jobs.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return list.Items
@@ -142,4 +147,42 @@ func testCmd(t *testing.T, cluster *Cluster, in io.Reader, args ...string) (stri
 	return out.String(), errOut.String(), code
 }
 
-var _ = metav1.Now
+// fakeJobs is the Cluster's JobClient on controller-runtime's fake client.
+type fakeJobs struct {
+	c  client.WithWatch
+	ns string
+}
+
+func (f fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ metav1.CreateOptions) (*shellv1alpha1.ShellJob, error) {
+	job = job.DeepCopy()
+	return job, f.c.Create(ctx, job)
+}
+
+func (f fakeJobs) Get(ctx context.Context, name string, _ metav1.GetOptions) (*shellv1alpha1.ShellJob, error) {
+	var job shellv1alpha1.ShellJob
+	return &job, f.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, &job)
+}
+
+func (f fakeJobs) List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellJobList, error) {
+	var list shellv1alpha1.ShellJobList
+	return &list, f.c.List(ctx, &list, f.listOptions(opts))
+}
+
+func (f fakeJobs) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return f.c.Watch(ctx, &shellv1alpha1.ShellJobList{}, f.listOptions(opts))
+}
+
+func (f fakeJobs) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*shellv1alpha1.ShellJob, error) {
+	job := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
+	return job, f.c.Patch(ctx, job, client.RawPatch(pt, data))
+}
+
+// listOptions turns a request's options into the fake client's, which
+// reads the parsed selectors.
+func (f fakeJobs) listOptions(opts metav1.ListOptions) *client.ListOptions {
+	o := &client.ListOptions{Namespace: f.ns, Raw: &opts}
+	if opts.FieldSelector != "" {
+		o.FieldSelector = fields.ParseSelectorOrDie(opts.FieldSelector)
+	}
+	return o
+}

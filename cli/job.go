@@ -12,16 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	watchtools "k8s.io/client-go/tools/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
-	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -35,8 +35,7 @@ var errCommandTooLong = fmt.Errorf("the command is over 64 KiB (%d bytes), the m
 // getJob finds a job by name, or by number as "N" or "#N".
 func (c *Cluster) getJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJob, error) {
 	if n, err := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); err == nil {
-		jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, func(j *shellv1alpha1.ShellJob) bool { return j.Status.Number == n },
-			client.InNamespace(c.Namespace))
+		jobs, err := c.listJobs(ctx, func(j *shellv1alpha1.ShellJob) bool { return j.Status.Number == n })
 		if err != nil {
 			return nil, err
 		}
@@ -45,11 +44,24 @@ func (c *Cluster) getJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJ
 		}
 		return nil, fmt.Errorf("no shelljob #%d in namespace %s", n, c.Namespace)
 	}
-	var sj shellv1alpha1.ShellJob
-	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref}, &sj); err != nil {
-		return nil, err
-	}
-	return &sj, nil
+	return c.Jobs.Get(ctx, ref, metav1.GetOptions{})
+}
+
+// listJobs lists the namespace's ShellJobs a page at a time, so that no
+// response holds every job with its command of up to 64 KiB, and returns
+// those keep accepts (all if keep is nil).
+func (c *Cluster) listJobs(ctx context.Context, keep func(*shellv1alpha1.ShellJob) bool) ([]shellv1alpha1.ShellJob, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.Jobs.List(ctx, opts)
+	})
+	var out []shellv1alpha1.ShellJob
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if j := obj.(*shellv1alpha1.ShellJob); keep == nil || keep(j) {
+			out = append(out, *j)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // workerPod is where job's command runs, or ran.
@@ -74,8 +86,7 @@ func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn f
 	byName := fields.OneTermEqualSelector("metadata.name", sj.Name)
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.FieldSelector = byName.String()
-		return c.Client.Watch(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace(sj.Namespace),
-			&client.ListOptions{FieldSelector: byName, Raw: &opts})
+		return c.Jobs.Watch(ctx, opts)
 	}}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, sj.ResourceVersion, lw)
 	if err != nil {
@@ -129,14 +140,14 @@ func (o stopOutcome) text(n int64) string {
 // or is stopping already.
 func (c *Cluster) stopJob(ctx context.Context, name string) (stopOutcome, error) {
 	for {
-		var sj shellv1alpha1.ShellJob
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
+		sj, err := c.Jobs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
 			return 0, err
 		}
 		switch {
-		case shelljob.IsFinished(&sj):
+		case shelljob.IsFinished(sj):
 			return stopAlreadyEnded, nil
-		case shelljob.IsStopRequested(&sj):
+		case shelljob.IsStopRequested(sj):
 			return stopAlreadyStopping, nil
 		}
 		// The resource version turns a race with another stop into a
@@ -145,7 +156,7 @@ func (c *Cluster) stopJob(ctx context.Context, name string) (stopOutcome, error)
 			"metadata": map[string]any{"resourceVersion": sj.ResourceVersion},
 			"spec":     map[string]any{"stop": true, "stopReason": shellv1alpha1.StopReasonUser},
 		})
-		err := c.Client.Patch(ctx, &sj, client.RawPatch(types.MergePatchType, patch))
+		_, err = c.Jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err == nil {
 			return stopSent, nil
 		}

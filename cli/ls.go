@@ -8,10 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -48,9 +46,9 @@ func (l *LsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, func(j *shellv1alpha1.ShellJob) bool {
+	jobs, err := c.listJobs(ctx, func(j *shellv1alpha1.ShellJob) bool {
 		return l.All || !shelljob.IsFinished(j)
-	}, client.InNamespace(c.Namespace))
+	})
 	if err != nil {
 		return fmt.Errorf("list shelljobs: %w", err)
 	}

@@ -5,10 +5,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
 // NewPoolsCmd returns the pools command.
@@ -32,8 +30,8 @@ func runPools(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	var list shellv1alpha1.ShellPoolList
-	if err := c.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	list, err := c.Pools.List(ctx, metav1.ListOptions{})
+	if err != nil {
 		return fmt.Errorf("list shellpools: %w", err)
 	}
 	if len(list.Items) == 0 {

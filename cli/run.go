@@ -103,7 +103,8 @@ func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.She
 		s := int64(max(1, (req.Timeout+time.Second-1)/time.Second))
 		sj.Spec.IdleTimeoutSeconds = &s
 	}
-	if err := r.cluster.Client.Create(ctx, sj); err != nil {
+	sj, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}
 	return sj, nil

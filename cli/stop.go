@@ -10,11 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
-	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -63,7 +61,7 @@ func (s *StopOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if s.All {
-		jobs, err := kubeutil.ListShellJobs(ctx, c.Client, 0, nil, client.InNamespace(c.Namespace))
+		jobs, err := c.listJobs(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("list shelljobs: %w", err)
 		}
