@@ -276,8 +276,32 @@ func TestPipedReplRunsOneJob(t *testing.T) {
 	}
 	spec := js[0].Spec
 	if spec.Command != script || spec.Mode != shellv1alpha1.ModeStateful || spec.Pool != "p" ||
-		spec.Origin.Source != shellv1alpha1.OriginCLI || spec.Origin.User != "alice" {
+		spec.Origin.Source != shellv1alpha1.OriginCLI || spec.Origin.User != "" {
+		// The user is the API server's to fill in (the origin-user policy).
 		t.Errorf("spec %+v", spec)
+	}
+}
+
+// TestUserNamedWithoutTheOriginUserPolicy: a cluster that refuses a job
+// from the CLI with no user, having no policy to fill it in, gets one
+// named after a SelfSubjectReview, asked once for all the jobs.
+func TestUserNamedWithoutTheOriginUserPolicy(t *testing.T) {
+	cluster := fakeCluster(t, &fakeAgent{Output: "ok\n"})
+	cluster.Jobs.(*fakeJobs).requireUser = true
+	asked := 0
+	cluster.WhoAmI = func(context.Context) (string, error) { asked++; return "alice", nil }
+	r := &runner{cluster: cluster}
+	for range 2 {
+		sj, err := r.create(context.Background(), jobRequest{Command: "echo ok", Mode: shellv1alpha1.ModeFork, Pool: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sj.Spec.Origin.User != "alice" {
+			t.Errorf("origin %+v", sj.Spec.Origin)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("asked who it is %d times, want 1", asked)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,7 +93,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &Cluster{
-		Jobs:      fakeJobs{c: c, ns: testNS},
+		Jobs:      &fakeJobs{c: c, ns: testNS},
 		Namespace: testNS,
 		Agent:     agent,
 		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
@@ -151,35 +153,42 @@ func testCmd(t *testing.T, cluster *Cluster, in io.Reader, args ...string) (stri
 type fakeJobs struct {
 	c  client.WithWatch
 	ns string
+	// requireUser refuses a job from the CLI that names no user, as a
+	// cluster with the origin policy and no origin-user policy does.
+	requireUser bool
 }
 
-func (f fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ metav1.CreateOptions) (*shellv1alpha1.ShellJob, error) {
+func (f *fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ metav1.CreateOptions) (*shellv1alpha1.ShellJob, error) {
+	if f.requireUser && job.Spec.Origin.User == "" {
+		return nil, apierrors.NewForbidden(shellv1alpha1.GroupVersion.WithResource("shelljobs").GroupResource(), "",
+			errors.New("spec.origin.user must be the user who creates the job, alice"))
+	}
 	job = job.DeepCopy()
 	return job, f.c.Create(ctx, job)
 }
 
-func (f fakeJobs) Get(ctx context.Context, name string, _ metav1.GetOptions) (*shellv1alpha1.ShellJob, error) {
+func (f *fakeJobs) Get(ctx context.Context, name string, _ metav1.GetOptions) (*shellv1alpha1.ShellJob, error) {
 	var job shellv1alpha1.ShellJob
 	return &job, f.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, &job)
 }
 
-func (f fakeJobs) List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellJobList, error) {
+func (f *fakeJobs) List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellJobList, error) {
 	var list shellv1alpha1.ShellJobList
 	return &list, f.c.List(ctx, &list, f.listOptions(opts))
 }
 
-func (f fakeJobs) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (f *fakeJobs) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return f.c.Watch(ctx, &shellv1alpha1.ShellJobList{}, f.listOptions(opts))
 }
 
-func (f fakeJobs) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*shellv1alpha1.ShellJob, error) {
+func (f *fakeJobs) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*shellv1alpha1.ShellJob, error) {
 	job := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
 	return job, f.c.Patch(ctx, job, client.RawPatch(pt, data))
 }
 
 // listOptions turns a request's options into the fake client's, which
 // reads the parsed selectors.
-func (f fakeJobs) listOptions(opts metav1.ListOptions) *client.ListOptions {
+func (f *fakeJobs) listOptions(opts metav1.ListOptions) *client.ListOptions {
 	o := &client.ListOptions{Namespace: f.ns, Raw: &opts}
 	if opts.FieldSelector != "" {
 		o.FieldSelector = fields.ParseSelectorOrDie(opts.FieldSelector)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -61,24 +62,17 @@ type runner struct {
 	// outputDir is where the files go, "" for ./shelljob-out/<job>.
 	outputDir string
 
+	// user is the job origin's user, once known: the API server fills it
+	// in (the origin-user policy), or a SelfSubjectReview tells it.
 	user string
 }
 
-// userName asks the API server once who the caller is, for the job's
-// origin. The cluster checks it (config/policy): the CLI's own idea is not
+// create makes the ShellJob of req. Its origin's user is left for the API
+// server to fill in (config/policy, origin-user.yaml), so that no request
+// goes before the create. A cluster without that policy refuses the job
+// (the origin policy): the CLI then asks who it is and names the user
+// itself. Either way the cluster checks it: the CLI's own idea is not
 // trusted.
-func (r *runner) userName(ctx context.Context) (string, error) {
-	if r.user == "" && r.cluster.WhoAmI != nil {
-		u, err := r.cluster.WhoAmI(ctx)
-		if err != nil {
-			return "", err
-		}
-		r.user = u
-	}
-	return r.user, nil
-}
-
-// create makes the ShellJob of req.
 func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.ShellJob, error) {
 	if len(req.Command) > maxCommand {
 		return nil, errCommandTooLong
@@ -86,28 +80,37 @@ func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.She
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, errors.New("the command is empty")
 	}
-	user, err := r.userName(ctx)
-	if err != nil {
-		return nil, err
-	}
 	sj := &shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "cli-", Namespace: r.cluster.Namespace},
 		Spec: shellv1alpha1.ShellJobSpec{
 			Command: req.Command,
 			Mode:    req.Mode,
 			Pool:    req.Pool,
-			Origin:  shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: user},
+			Origin:  shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: r.user},
 		},
 	}
 	if req.Timeout > 0 {
 		s := int64(max(1, (req.Timeout+time.Second-1)/time.Second))
 		sj.Spec.IdleTimeoutSeconds = &s
 	}
-	sj, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+	created, err := r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+	if err != nil && r.user == "" && needsUser(err) && r.cluster.WhoAmI != nil {
+		if sj.Spec.Origin.User, err = r.cluster.WhoAmI(ctx); err != nil {
+			return nil, err
+		}
+		created, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}
-	return sj, nil
+	r.user = created.Spec.Origin.User
+	return created, nil
+}
+
+// needsUser tells whether the origin policy refused a job for naming no
+// user: the cluster has no origin-user policy to fill it in.
+func needsUser(err error) bool {
+	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), "spec.origin.user")
 }
 
 // run runs req to its end and returns the command's exit code.

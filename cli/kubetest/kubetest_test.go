@@ -3,16 +3,21 @@ package kubetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,24 +32,26 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
-// applyPolicy creates config/policy's objects.
-func applyPolicy(t *testing.T) {
+// applyPolicy creates the objects of a file of config/policy, each after
+// edit, if not nil.
+func applyPolicy(t *testing.T, file string, edit func(*unstructured.Unstructured)) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", "origin.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var policy admissionregistrationv1.ValidatingAdmissionPolicy
-	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	if err := dec.Decode(&policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := dec.Decode(&binding); err != nil {
-		t.Fatal(err)
-	}
-	for _, obj := range []client.Object{&policy, &binding} {
-		if err := env.Client.Create(context.Background(), obj); client.IgnoreAlreadyExists(err) != nil {
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(&obj)
+		}
+		if err := env.Client.Create(context.Background(), &obj); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +85,7 @@ func plugin(ctx context.Context, user, ns string, in io.Reader, args ...string) 
 // and a Telegram job from anyone but the bot (config/bot's account); the plugin names its creator as the
 // API server sees them, so its jobs pass.
 func TestOriginPolicy(t *testing.T) {
-	applyPolicy(t)
+	applyPolicy(t, "origin.yaml", nil)
 	ns := env.Namespace(t, "cli")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -116,15 +123,26 @@ func TestOriginPolicy(t *testing.T) {
 		t.Errorf("alice's own job: %v", err)
 	}
 
-	// The plugin's exec: it asks who it is, creates the job, and ends with
-	// the exit code the operator records (played here: no operator runs).
+	// The plugin's exec: the origin-user policy is not there, so the API
+	// server refuses its job; it asks who it is, names the user, and
+	// creates the job again.
+	if job := pluginExec(ctx, t, "carol", ns); job.Spec.Origin.User != "carol" {
+		t.Errorf("job %s, origin %+v", job.Name, job.Spec.Origin)
+	}
+}
+
+// pluginExec runs the plugin's exec of `exit 3` as user in ns, plays the
+// operator's end of its job (no operator runs), checks that the plugin
+// exits 3, and returns the job.
+func pluginExec(ctx context.Context, t *testing.T, user, ns string) *shellv1alpha1.ShellJob {
+	t.Helper()
 	type result struct {
 		out, errOut string
 		code        int
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, errOut, code := plugin(ctx, "carol", ns, strings.NewReader(""), "exec", "--pool", "p", "--", "exit", "3")
+		out, errOut, code := plugin(ctx, user, ns, strings.NewReader(""), "exec", "--pool", "p", "--", "exit", "3")
 		done <- result{out, errOut, code}
 	}()
 	var job *shellv1alpha1.ShellJob
@@ -143,7 +161,7 @@ func TestOriginPolicy(t *testing.T) {
 	if job == nil {
 		t.Fatal("the plugin created no job")
 	}
-	if o := job.Spec.Origin; o.Source != shellv1alpha1.OriginCLI || o.User != "carol" || !strings.HasPrefix(job.Name, "cli-") {
+	if o := job.Spec.Origin; o.Source != shellv1alpha1.OriginCLI || !strings.HasPrefix(job.Name, "cli-") {
 		t.Errorf("job %s, origin %+v", job.Name, o)
 	}
 	three := int32(3)
@@ -160,6 +178,96 @@ func TestOriginPolicy(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("exec did not end with its job")
 	}
+	return job
+}
+
+// TestOriginUserFilledIn: with the origin-user policy, the API server fills
+// in the user of a CLI job that names none, and the plugin asks nobody who
+// it is; a forged user is still refused.
+func TestOriginUserFilledIn(t *testing.T) {
+	ns := env.Namespace(t, "cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The binding only for this test's namespace: the others show a
+	// cluster without the policy.
+	const label = "kubetest.shelljob.dev/origin-user"
+	var nsObj corev1.Namespace
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels[label] = "true"
+	if err := env.Client.Update(ctx, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	applyPolicy(t, "origin.yaml", nil)
+	applyPolicy(t, "origin-user.yaml", func(obj *unstructured.Unstructured) {
+		if obj.GetKind() == "MutatingAdmissionPolicyBinding" {
+			_ = unstructured.SetNestedStringMap(obj.Object, map[string]string{label: "true"},
+				"spec", "matchResources", "namespaceSelector", "matchLabels")
+		}
+	})
+	alice := as(t, "alice")
+	nameless := utiltesting.MakeShellJob("nameless", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI})
+	// The API server picks the policies up within a few seconds: until
+	// then, the origin policy refuses the job.
+	var err error
+	for ctx.Err() == nil {
+		if err = alice.Create(ctx, nameless.Clone().Obj()); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var job shellv1alpha1.ShellJob
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nameless"}, &job); err != nil || job.Spec.Origin.User != "alice" {
+		t.Fatalf("a job that names no user: origin %+v, %v", job.Spec.Origin, err)
+	}
+	forged := utiltesting.MakeShellJob("forged", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "bob"})
+	if err := alice.Create(ctx, forged.Obj()); err == nil || !strings.Contains(err.Error(), "spec.origin.user must be the user who creates the job, alice") {
+		t.Errorf("a forged user: %v", err)
+	}
+
+	before := selfSubjectReviews(ctx, t)
+	if job := pluginExec(ctx, t, "carol", ns); job.Spec.Origin.User != "carol" {
+		t.Errorf("job %s, origin %+v", job.Name, job.Spec.Origin)
+	}
+	if after := selfSubjectReviews(ctx, t); after != before {
+		t.Errorf("the plugin asked who it is (%v SelfSubjectReviews before, %v after)", before, after)
+	}
+}
+
+// selfSubjectReviews is how many SelfSubjectReviews the API server has
+// answered, from its metrics.
+func selfSubjectReviews(ctx context.Context, t *testing.T) float64 {
+	t.Helper()
+	rc, err := rest.RESTClientFor(restConfigFor(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="selfsubjectreviews"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
+}
+
+// restConfigFor is config for requests outside any API group, as /metrics.
+func restConfigFor(config *rest.Config) *rest.Config {
+	c := rest.CopyConfig(config)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }
 
 // ls, stop and pools read and patch what the operator would have written.

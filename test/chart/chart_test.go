@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -626,5 +627,30 @@ func TestCRDNames(t *testing.T) {
 				t.Errorf("%s: category %q is also a resource name", n.Kind, c)
 			}
 		}
+	}
+}
+
+// TestOriginUserPolicy: the chart fills in the user of a CLI job through a
+// MutatingAdmissionPolicy where the cluster serves it, bound to the
+// release's namespace, and renders none where it does not.
+func TestOriginUserPolicy(t *testing.T) {
+	const api = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+	objs := objects(t, valueSets[0].render(t, "--api-versions", api))
+	policies := ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objs)
+	bindings := ofType[*admissionregistrationv1.MutatingAdmissionPolicyBinding](objs)
+	if len(policies) != 1 || len(bindings) != 1 {
+		t.Fatalf("%d policies and %d bindings, want one each", len(policies), len(bindings))
+	}
+	p, b := policies[0], bindings[0]
+	if len(p.Spec.Mutations) != 1 || p.Spec.Mutations[0].JSONPatch == nil ||
+		!strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "request.userInfo.username") {
+		t.Errorf("mutations %+v", p.Spec.Mutations)
+	}
+	if b.Spec.PolicyName != p.Name || b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
+		b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
+		t.Errorf("binding %+v", b.Spec)
+	}
+	if n := len(ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objects(t, valueSets[0].render(t)))); n != 0 {
+		t.Errorf("%d policies on a cluster without the API", n)
 	}
 }
