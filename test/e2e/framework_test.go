@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/client-go/rest"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,8 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -80,6 +82,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The suite's controller-runtime clients log through it.
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		os.Exit(1)

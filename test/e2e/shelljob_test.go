@@ -494,8 +494,9 @@ func TestReadersGoneJobStillEnds(t *testing.T) {
 }
 
 // TestOriginCannotBeForged: the chart's admission policy ties a job's
-// origin to the account that creates it. Every create is a dry run: the
-// policy answers, and nothing runs.
+// origin to the account that creates it, and the API server fills in the
+// user of a CLI job that names none. Every create is a dry run: the
+// policies answer, and nothing runs.
 func TestOriginCannotBeForged(t *testing.T) {
 	bot := "system:serviceaccount:" + Namespace + ":shelljob-bot"
 	asBot := rest.CopyConfig(restConfig)
@@ -510,12 +511,15 @@ func TestOriginCannotBeForged(t *testing.T) {
 		as     client.Client
 		origin shellv1alpha1.ShellJobOrigin
 		refuse string
+		// user is the origin's user the API server stores, if it stores it.
+		user string
 	}{
-		{"the CLI as its own user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: Username}, ""},
-		{"the CLI as another user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it"},
-		{"Telegram from a user", c, telegram, "only the shelljob bot's ServiceAccount"},
-		{"Telegram from the bot", botClient, telegram, ""},
-		{"the CLI from the bot as a user", botClient, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it"},
+		{"the CLI as its own user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: Username}, "", Username},
+		{"the CLI naming no user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI}, "", Username},
+		{"the CLI as another user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it", ""},
+		{"Telegram from a user", c, telegram, "only the shelljob bot's ServiceAccount", ""},
+		{"Telegram from the bot", botClient, telegram, "", "42"},
+		{"the CLI from the bot as a user", botClient, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -526,6 +530,8 @@ func TestOriginCannotBeForged(t *testing.T) {
 				t.Errorf("refused: %v", err)
 			case tc.refuse != "" && (!apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(fmt.Sprint(err), tc.refuse)):
 				t.Errorf("create: %v, want it refused with %q", err, tc.refuse)
+			case err == nil && j.Spec.Origin.User != tc.user:
+				t.Errorf("stored origin %+v, want user %q", j.Spec.Origin, tc.user)
 			}
 		})
 	}
