@@ -50,6 +50,12 @@ type numberer struct {
 	// updates, not one per job, and a lone job takes one. A job deleted
 	// before it got its number leaves its number to the next job.
 	blocks map[string]*numberBlock
+	// counters holds, by namespace, the counter as this operator's last
+	// update left it. The next update starts from it rather than reading
+	// it again, so that a lone job's number costs one round trip, not two:
+	// a counter changed by anyone else fails that update with a conflict,
+	// and the retry reads it.
+	counters map[string]*corev1.ConfigMap
 }
 
 // numberBlock is a run of numbers taken from the counter: next is the
@@ -57,7 +63,8 @@ type numberer struct {
 type numberBlock struct{ next, end int64 }
 
 func newNumberer(reader, jobs client.Reader, writer client.Writer) *numberer {
-	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{}, blocks: map[string]*numberBlock{}}
+	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{},
+		blocks: map[string]*numberBlock{}, counters: map[string]*corev1.ConfigMap{}}
 }
 
 // number returns the job's number, taking the next one if it has none.
@@ -86,7 +93,8 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 			n.blocks[job.Namespace] = &numberBlock{next: num + 1, end: num + size}
 			return num, nil
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+		delete(n.counters, job.Namespace)
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) {
 			break
 		}
 	}
@@ -116,10 +124,14 @@ func (n *numberer) forget(uid types.UID) {
 	n.mu.Unlock()
 }
 
-// next takes size numbers from the counter and returns the first.
+// next takes size numbers from the counter and returns the first. It
+// starts from the counter as its last update left it, if it knows it.
 func (n *numberer) next(ctx context.Context, ns string, size int64) (int64, error) {
-	cm := &corev1.ConfigMap{}
-	err := n.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: CounterConfigMap}, cm)
+	cm, err := n.counters[ns].DeepCopy(), error(nil)
+	if cm == nil {
+		cm = &corev1.ConfigMap{}
+		err = n.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: CounterConfigMap}, cm)
+	}
 	if apierrors.IsNotFound(err) {
 		first, err := n.highest(ctx, ns)
 		if err != nil {
@@ -134,7 +146,11 @@ func (n *numberer) next(ctx context.Context, ns string, size int64) (int64, erro
 			},
 			Data: map[string]string{CounterKey: strconv.FormatInt(first+size, 10)},
 		}
-		return first, n.writer.Create(ctx, cm)
+		if err := n.writer.Create(ctx, cm); err != nil {
+			return 0, err
+		}
+		n.counters[ns] = cm
+		return first, nil
 	}
 	if err != nil {
 		return 0, err
@@ -151,9 +167,14 @@ func (n *numberer) next(ctx context.Context, ns string, size int64) (int64, erro
 		cm.Data = map[string]string{}
 	}
 	cm.Data[CounterKey] = strconv.FormatInt(num+size, 10)
-	// Update sends the resourceVersion read above: a concurrent change
-	// makes it fail with a conflict, and the caller tries again.
-	return num, n.writer.Update(ctx, cm)
+	// Update sends the resourceVersion read or last written: a change by
+	// anyone else makes it fail with a conflict, and the caller reads the
+	// counter again.
+	if err := n.writer.Update(ctx, cm); err != nil {
+		return 0, err
+	}
+	n.counters[ns] = cm
+	return num, nil
 }
 
 // highest is the highest number among the namespace's jobs.

@@ -146,6 +146,72 @@ func TestNumbererTakesABlockForABurst(t *testing.T) {
 	}
 }
 
+// TestNumbererRemembersTheCounter: lone jobs one after another read the
+// counter once, then only update it; a counter changed or deleted by
+// anyone else is read again, and no number is given twice.
+func TestNumbererRemembersTheCounter(t *testing.T) {
+	ctx := context.Background()
+	gets, updates := 0, 0
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).
+		WithObjects(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: CounterConfigMap},
+			Data:       map[string]string{CounterKey: "10"},
+		}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*corev1.ConfigMap); ok {
+					gets++
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				updates++
+				return c.Update(ctx, obj, opts...)
+			},
+		}).Build()
+	n := newNumberer(c, c, c)
+	lone := func(i int) int64 {
+		t.Helper()
+		j := utiltesting.MakeShellJob(fmt.Sprintf("lone%d", i), "ns").Obj()
+		j.UID = types.UID(fmt.Sprintf("uid-lone-%d", i))
+		got, err := n.number(ctx, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for i := range 3 {
+		if got := lone(i); got != int64(10+i) {
+			t.Errorf("job %d: number %d, want %d", i, got, 10+i)
+		}
+	}
+	if gets != 1 || updates != 3 {
+		t.Errorf("%d reads and %d updates of the counter for 3 lone jobs, want 1 and 3", gets, updates)
+	}
+
+	// Another operator took numbers up to 99.
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: CounterConfigMap}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[CounterKey] = "100"
+	if err := c.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if got := lone(3); got != 100 || counter(t, c) != "101" {
+		t.Errorf("after a change by another: number %d, counter %s; want 100, 101", got, counter(t, c))
+	}
+
+	// Someone deleted the counter: it starts again above every number in
+	// use (none here, as the jobs were never created).
+	if err := c.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if got := lone(4); got != 1 || counter(t, c) != "2" {
+		t.Errorf("after a delete: number %d, counter %s; want 1, 2", got, counter(t, c))
+	}
+}
+
 func TestRevision(t *testing.T) {
 	base := utiltesting.MakeShellPool("shell", "ns").Replicas(4).Obj()
 	rev := Revision(base, DefaultWorkerImage)
