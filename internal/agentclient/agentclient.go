@@ -317,21 +317,45 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	}
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
+	// Until the e frame, ctx ends the exec. After it the output is whole:
+	// Follow returns at once, and the exec is left to end by itself, under
+	// the idle limit alone. Waiting for it would cost the agent's exit as
+	// the runtime and the kubelet report it, a good part of a round trip,
+	// and a caller gone by then would only cut a stream that ends anyway.
+	detached, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	detach := context.AfterFunc(ctx, cancel)
+	execCtx, watch := c.watch(detached)
 	reached := offset
-	ctx, watch := c.watch(ctx)
-	defer watch.Stop()
-	streamErr, readErr := c.stream(ctx, pod, cmd, watch, func(r io.Reader) error {
-		var err error
-		reached, err = agentapi.ReadFollow(r, offset, w)
-		return err
-	})
-	switch {
-	case readErr == nil:
-		return reached, nil // the e frame came: the job ended
-	case streamErr != nil:
-		return reached, streamErr
+	endFrame := make(chan struct{})
+	type result struct{ streamErr, readErr error }
+	done := make(chan result, 1)
+	go func() {
+		defer cancel()
+		defer watch.Stop()
+		streamErr, readErr := c.stream(execCtx, pod, cmd, watch, func(r io.Reader) error {
+			n, err := agentapi.ReadFollow(r, offset, w)
+			reached = n
+			if err == nil {
+				detach()
+				close(endFrame)
+			}
+			return err
+		})
+		done <- result{streamErr, readErr}
+	}()
+	var r result
+	select {
+	case <-endFrame:
+		return reached, nil
+	case r = <-done:
 	}
-	return reached, fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, readErr)
+	switch {
+	case r.readErr == nil:
+		return reached, nil // the e frame came: the job ended
+	case r.streamErr != nil:
+		return reached, r.streamErr
+	}
+	return reached, fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, r.readErr)
 }
 
 // PutFiles implements agentapi.Client.

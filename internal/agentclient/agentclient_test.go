@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -307,4 +308,32 @@ func (s *seen) Write(p []byte) (int, error) {
 		s.once.Do(func() { close(s.found) })
 	}
 	return len(p), nil
+}
+
+// TestFollowReturnsAtTheEndFrame: a follow returns once the agent's e frame
+// is in, with the whole output, while the exec is still open, as when the
+// runtime is slow to report the agent's exit; ending the caller's context
+// then leaves that exec to end by itself.
+func TestFollowReturnsAtTheEndFrame(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	f.holdEnd = map[string]bool{agentapi.CmdFollow: true}
+	c := newClient(t, srv.URL, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "j", Command: "echo hi"}); err != nil {
+		t.Fatal(err)
+	}
+	followCtx, endFollow := context.WithCancel(ctx)
+	var out bytes.Buffer
+	n, err := c.Follow(followCtx, pod, "j", 0, &out)
+	if err != nil || n != 3 || out.String() != "hi\n" {
+		t.Fatalf("follow: %d, %q, %v", n, out.String(), err)
+	}
+	endFollow()
+	// A cut would show within this grace, on this machine's loopback.
+	time.Sleep(200 * time.Millisecond)
+	if open := f.open(agentapi.CmdFollow); open != 1 {
+		t.Errorf("%d follow execs open after the caller went, want the one left to end by itself", open)
+	}
 }

@@ -48,10 +48,15 @@ type fakeExec struct {
 	refuse map[string]int
 	// flags are added to these subcommands' command lines.
 	flags map[string][]string
+	// holdEnd keeps these subcommands' execs open after the process ended,
+	// until the client closes its stdin, as a runtime slow to report an
+	// exit.
+	holdEnd map[string]bool
 
 	mu      sync.Mutex
 	calls   []string             // the subcommands run, in order
 	running map[*exec.Cmd]string // the running ones
+	held    int                  // the holdEnd execs open after their process ended
 }
 
 // ran returns the subcommands run so far.
@@ -59,6 +64,20 @@ func (f *fakeExec) ran() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
+}
+
+// open is how many execs of a subcommand are open: running, or held
+// open after their process ended (holdEnd).
+func (f *fakeExec) open(sub string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.held
+	for _, s := range f.running {
+		if s == sub {
+			n++
+		}
+	}
+	return n
 }
 
 // kill kills the running processes of a subcommand, as a cut exec.
@@ -114,6 +133,7 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	f.calls = append(f.calls, command[1])
 	code, refused := f.refuse[command[1]]
 	args := slices.Concat(command[1:], f.flags[command[1]])
+	hold := f.holdEnd[command[1]]
 	f.mu.Unlock()
 	if refused {
 		_, _ = fmt.Fprintf(streams[2], "usage: shelljob-agent ...\n")
@@ -122,6 +142,7 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	cmd := agentProcess(dir, args...)
 	cmd.Stdout, cmd.Stderr = streams[1], streams[2]
+	stdinClosed := make(chan struct{})
 	if stdin {
 		// As the kubelet does, the exec ends with the process, whether or
 		// not its stdin is still open.
@@ -131,6 +152,7 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		go func() {
+			defer close(stdinClosed)
 			_, _ = io.Copy(in, streams[0])
 			in.Close()
 		}()
@@ -151,6 +173,15 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
 		}
+	}
+	if hold && stdin {
+		f.mu.Lock()
+		f.held++
+		f.mu.Unlock()
+		<-stdinClosed
+		f.mu.Lock()
+		f.held--
+		f.mu.Unlock()
 	}
 	writeStatus(streams[3], code)
 }
