@@ -180,6 +180,10 @@ image_id() { docker image inspect -f '{{.Id}}' "$1"; }
 
 # roll: restarts each Deployment whose pods run an older build of its image,
 # and restarts each pool whose workers do (spec.restartedAt, as .x does).
+# A Deployment keeps the image ID it was last rolled to in an annotation:
+# the image ID the kubelet reports may name the image as kind imported it
+# (import-DATE@sha256:...), never equal to the build's, and pods still
+# terminating run the old one.
 roll() {
   local deploy image want running
   for deploy in "${FAKETG}:${FAKETG_IMAGE}" "${RELEASE}-operator:${OPERATOR_IMAGE}" "${RELEASE}-bot:${BOT_IMAGE}"; do
@@ -187,11 +191,14 @@ roll() {
     deploy="${deploy%%:*}"
     kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" >/dev/null 2>&1 || continue
     want="$(image_id "${image}")"
-    running="$(kubectl -n "${STACK_NAMESPACE}" get pods -l "app.kubernetes.io/name=$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o jsonpath='{.spec.selector.matchLabels.app\.kubernetes\.io/name}')" \
-      -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | sort -u)"
-    if [[ -n "${running}" ]] && grep -qv "${want#sha256:}" <<<"${running}"; then
-      log "${deploy}: a new ${image}: rolling out"
-      kubectl -n "${STACK_NAMESPACE}" rollout restart "deployment/${deploy}" >&2
+    if [[ "$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o jsonpath='{.metadata.annotations.shelljob\.dev/rolled-image}')" != "${want}" ]]; then
+      running="$(kubectl -n "${STACK_NAMESPACE}" get pods -l "app.kubernetes.io/name=$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o jsonpath='{.spec.selector.matchLabels.app\.kubernetes\.io/name}')" -o json |
+        jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .status.containerStatuses[0].imageID // empty' | sort -u)"
+      if [[ -n "${running}" ]] && grep -qv "${want#sha256:}" <<<"${running}"; then
+        log "${deploy}: a new ${image}: rolling out"
+        kubectl -n "${STACK_NAMESPACE}" rollout restart "deployment/${deploy}" >&2
+      fi
+      kubectl -n "${STACK_NAMESPACE}" annotate deployment "${deploy}" --overwrite "shelljob.dev/rolled-image=${want}" >/dev/null
     fi
     kubectl -n "${STACK_NAMESPACE}" rollout status "deployment/${deploy}" --timeout=180s >&2
   done
