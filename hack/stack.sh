@@ -185,14 +185,14 @@ image_id() { docker image inspect -f '{{.Id}}' "$1"; }
 # (import-DATE@sha256:...), never equal to the build's, and pods still
 # terminating run the old one.
 roll() {
-  local deploy image want running
+  local deploy image want running json
   for deploy in "${FAKETG}:${FAKETG_IMAGE}" "${RELEASE}-operator:${OPERATOR_IMAGE}" "${RELEASE}-bot:${BOT_IMAGE}"; do
     image="${deploy#*:}:${IMAGE_TAG}"
     deploy="${deploy%%:*}"
-    kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" >/dev/null 2>&1 || continue
+    json="$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o json 2>/dev/null)" || continue
     want="$(image_id "${image}")"
-    if [[ "$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o jsonpath='{.metadata.annotations.shelljob\.dev/rolled-image}')" != "${want}" ]]; then
-      running="$(kubectl -n "${STACK_NAMESPACE}" get pods -l "app.kubernetes.io/name=$(kubectl -n "${STACK_NAMESPACE}" get deployment "${deploy}" -o jsonpath='{.spec.selector.matchLabels.app\.kubernetes\.io/name}')" -o json |
+    if [[ "$(jq -r '.metadata.annotations["shelljob.dev/rolled-image"] // empty' <<<"${json}")" != "${want}" ]]; then
+      running="$(kubectl -n "${STACK_NAMESPACE}" get pods -l "$(jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"${json}")" -o json |
         jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .status.containerStatuses[0].imageID // empty' | sort -u)"
       if [[ -n "${running}" ]] && grep -qv "${want#sha256:}" <<<"${running}"; then
         log "${deploy}: a new ${image}: rolling out"

@@ -14,10 +14,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -239,11 +238,11 @@ func TestOriginUserFilledIn(t *testing.T) {
 // answered, from its metrics.
 func selfSubjectReviews(ctx context.Context, t *testing.T) float64 {
 	t.Helper()
-	rc, err := rest.RESTClientFor(restConfigFor(env.Config))
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	data, err := dc.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,14 +259,6 @@ func selfSubjectReviews(ctx context.Context, t *testing.T) float64 {
 		n += v
 	}
 	return n
-}
-
-// restConfigFor is config for requests outside any API group, as /metrics.
-func restConfigFor(config *rest.Config) *rest.Config {
-	c := rest.CopyConfig(config)
-	c.GroupVersion = &schema.GroupVersion{}
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
 }
 
 // ls, stop and pools read and patch what the operator would have written.

@@ -331,6 +331,7 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	done := make(chan result, 1)
 	go func() {
 		defer cancel()
+		defer detach()
 		defer watch.Stop()
 		streamErr, readErr := c.stream(execCtx, pod, cmd, watch, func(r io.Reader) error {
 			n, err := agentapi.ReadFollow(r, offset, w)
