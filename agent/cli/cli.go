@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent signal --job J --signal INT|TERM|KILL
        shelljob-agent stop --job J [--step 2s]   INT, TERM, KILL, a step apart
        shelljob-agent events [--watch-stdin]
-       shelljob-agent follow --job J [--offset N|-1] [--framed] [--watch-stdin]   -1: await the start
+       shelljob-agent follow --job J|- [--offset N|-1] [--framed] [--watch-stdin]   -1: await the start; -: J on stdin
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
@@ -306,6 +307,16 @@ func follow(e *env, args []string) error {
 	if *offset < 0 && *offset != agentapi.AwaitStart {
 		return usageError{fmt.Errorf("negative --offset %d", *offset)}
 	}
+	if e.job == agentapi.JobFromStdin {
+		job, rest, err := readJob(e.stdin)
+		if errors.Is(err, io.EOF) {
+			return nil // the reader went away before it named the job
+		}
+		if err != nil {
+			return usageError{err}
+		}
+		e.job, e.stdin = job, rest
+	}
 	ctx, cancel := e.context(*watch)
 	defer cancel()
 	if *framed {
@@ -313,6 +324,23 @@ func follow(e *env, args []string) error {
 	}
 	_, err = c.Follow(ctx, e.job, *offset, e.stdout)
 	return err
+}
+
+// readJob reads a job from the first line of stdin, and returns the rest
+// of stdin.
+func readJob(stdin io.Reader) (string, io.Reader, error) {
+	br := bufio.NewReaderSize(stdin, 128)
+	line, err := br.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return "", nil, errors.New("the job on stdin is too long")
+	case errors.Is(err, io.EOF) && len(line) > 0:
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return strings.TrimSuffix(string(line), "\n"), br, nil
 }
 
 func control(e *env, args []string) error {

@@ -92,6 +92,12 @@ const (
 // follow as soon as the job is placed, while the operator starts it.
 const AwaitStart int64 = -1
 
+// JobFromStdin, passed as follow's --job, makes it read the job from the
+// first line of its stdin. A reader so opens the follow's exec before it
+// knows the job: the exec's setup overlaps the job's create and placement.
+// A stdin closed before the line ends the follow with no output.
+const JobFromStdin = "-"
+
 // Flags of the subcommands.
 const (
 	FlagProtocol = "--protocol"

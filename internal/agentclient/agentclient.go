@@ -315,6 +315,29 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	if c.share {
 		c.shareFollows(pod)
 	}
+	return c.followExec(ctx, pod, job, nil, offset, w)
+}
+
+// FollowLater is Follow of a job that name gives later: its exec opens at
+// once, and the agent waits for the job on its stdin, so that the exec's
+// setup overlaps what names the job (its create, its placement). An error
+// of name, or ctx's end, abandons the follow. The idle limit runs from the
+// start: a name that takes longer cuts the exec, and the caller follows
+// again with Follow.
+func (c *Client) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
+	if c.channel(pod) != nil {
+		job, err := name(ctx)
+		if err != nil {
+			return offset, err
+		}
+		return c.Follow(ctx, pod, job, offset, w)
+	}
+	return c.followExec(ctx, pod, agentapi.JobFromStdin, name, offset, w)
+}
+
+// followExec follows job in its own exec. With name, job is
+// agentapi.JobFromStdin, and the job name gives goes to the agent's stdin.
+func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job string, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
 	// Until the e frame, ctx ends the exec. After it the output is whole:
@@ -325,6 +348,7 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	detached, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	detach := context.AfterFunc(ctx, cancel)
 	execCtx, watch := c.watch(detached)
+	stdinR, stdinW := io.Pipe()
 	reached := offset
 	endFrame := make(chan struct{})
 	type result struct{ streamErr, readErr error }
@@ -333,7 +357,8 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 		defer cancel()
 		defer detach()
 		defer watch.Stop()
-		streamErr, readErr := c.stream(execCtx, pod, cmd, watch, func(r io.Reader) error {
+		defer stdinW.Close()
+		streamErr, readErr := c.streamIn(execCtx, pod, cmd, stdinR, watch, func(r io.Reader) error {
 			n, err := agentapi.ReadFollow(r, offset, w)
 			reached = n
 			if err == nil {
@@ -344,11 +369,28 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 		})
 		done <- result{streamErr, readErr}
 	}()
+	nameErr := make(chan error, 1)
+	if name != nil {
+		go func() {
+			j, err := name(execCtx)
+			if err != nil {
+				nameErr <- err
+				stdinW.Close() // the agent ends with no output
+				return
+			}
+			_, _ = io.WriteString(stdinW, j+"\n")
+		}()
+	}
 	var r result
 	select {
 	case <-endFrame:
 		return reached, nil
 	case r = <-done:
+	}
+	select {
+	case err := <-nameErr:
+		return reached, err
+	default:
 	}
 	switch {
 	case r.readErr == nil:

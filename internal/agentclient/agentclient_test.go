@@ -337,3 +337,76 @@ func TestFollowReturnsAtTheEndFrame(t *testing.T) {
 		t.Errorf("%d follow execs open after the caller went, want the one left to end by itself", open)
 	}
 }
+
+// TestFollowLater opens a follow before its job exists and is named: the
+// agent waits for the name on stdin, then for the start.
+func TestFollowLater(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	c := newClient(t, srv.URL, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	opened := func() {
+		t.Helper()
+		for f.open(agentapi.CmdFollow) == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("the follow's exec never opened")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	t.Run("named", func(t *testing.T) {
+		named := make(chan string, 1)
+		type result struct {
+			n   int64
+			err error
+		}
+		done := make(chan result, 1)
+		var out bytes.Buffer
+		go func() {
+			n, err := c.FollowLater(ctx, pod, func(ctx context.Context) (string, error) {
+				select {
+				case j := <-named:
+					return j, nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			}, agentapi.AwaitStart, &out)
+			done <- result{n, err}
+		}()
+		opened()
+		named <- "later"
+		if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "later", Command: "echo hi"}); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.err != nil || r.n != 3 || out.String() != "hi\n" {
+			t.Fatalf("follow: %d, %q, %v", r.n, out.String(), r.err)
+		}
+	})
+
+	t.Run("abandoned", func(t *testing.T) {
+		abandon := make(chan struct{})
+		gone := errors.New("placed elsewhere")
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.FollowLater(ctx, pod, func(context.Context) (string, error) {
+				<-abandon
+				return "", gone
+			}, agentapi.AwaitStart, io.Discard)
+			done <- err
+		}()
+		opened()
+		close(abandon)
+		if err := <-done; !errors.Is(err, gone) {
+			t.Fatalf("abandoned follow: %v, want %v", err, gone)
+		}
+		for f.open(agentapi.CmdFollow) != 0 {
+			if ctx.Err() != nil {
+				t.Fatal("the abandoned follow's exec stayed open")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
