@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,5 +374,71 @@ func TestExitCodes(t *testing.T) {
 	}
 	if !errors.Is(exitCode(3), exitCode(3)) {
 		t.Error("exitCode is not comparable")
+	}
+}
+
+// TestFollowOpensOnTheLastWorker: a command's follow opens before its job
+// is created, on the worker that ran the last job like it, and is named
+// the job once the job is placed there. Where the job goes elsewhere, that
+// follow is abandoned for one on the job's worker.
+func TestFollowOpensOnTheLastWorker(t *testing.T) {
+	calls := &callLog{}
+	agent := &fakeAgent{Output: "hi\n", calls: calls}
+	cluster := fakeCluster(t, agent)
+	cluster.Jobs.(*fakeJobs).calls = calls
+	cacheDir := t.TempDir()
+	cluster.LastWorkers = NewLastWorkers(cacheDir, "https://api.example:6443")
+	exec := func() {
+		t.Helper()
+		out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--", "echo", "hi")
+		if out != "hi\n" || code != 0 {
+			t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)
+		}
+	}
+	// newJob is the UID of the job that is not in before.
+	newJob := func(before []shellv1alpha1.ShellJob) string {
+		t.Helper()
+		for _, j := range jobs(t, cluster) {
+			if !slices.ContainsFunc(before, func(b shellv1alpha1.ShellJob) bool { return b.UID == j.UID }) {
+				return string(j.UID)
+			}
+		}
+		t.Fatal("no new job")
+		return ""
+	}
+	worker := testNS + "/w-0"
+
+	exec()
+	if got, want := calls.take(), []string{"create", "follow " + worker}; !slices.Equal(got, want) {
+		t.Errorf("first command: %q, want %q", got, want)
+	}
+	// A new plugin process, as each command is: the worker is read back.
+	cluster.LastWorkers = NewLastWorkers(cacheDir, "https://api.example:6443")
+	// The create waits for the follow a while: a follow that waited for
+	// the create would come after it.
+	cluster.Jobs.(*fakeJobs).beforeCreate = func() {
+		for deadline := time.Now().Add(5 * time.Second); !calls.has("follow-later") && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	before := jobs(t, cluster)
+	exec()
+	want := []string{"follow-later " + worker, "create", "named " + newJob(before), "follow " + worker}
+	if got := calls.take(); !slices.Equal(got, want) {
+		t.Errorf("second command: %q, want %q", got, want)
+	}
+
+	like := jobRequest{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork}
+	cluster.LastWorkers.remember(testNS, like, types.NamespacedName{Namespace: testNS, Name: "w-9"})
+	exec()
+	got := calls.take()
+	if want := []string{"follow-later " + testNS + "/w-9", "create"}; len(got) < 2 || !slices.Equal(got[:2], want) {
+		t.Errorf("wrong guess: %q, want it to start with %q", got, want)
+	}
+	if !slices.Contains(got, "abandoned "+testNS+"/w-9") || got[len(got)-1] != "follow "+worker {
+		t.Errorf("wrong guess: %q, want the follow on w-9 abandoned and one on w-0", got)
+	}
+	if pod, _ := NewLastWorkers(cacheDir, "https://api.example:6443").recall(testNS, like); pod.String() != worker {
+		t.Errorf("remembered %s after the job ran on %s", pod, worker)
 	}
 }

@@ -67,6 +67,8 @@ type Cluster struct {
 	Exec TerminalExec
 	// WhoAmI returns the Kubernetes user name the API server sees.
 	WhoAmI func(ctx context.Context) (string, error)
+	// LastWorkers remembers where the last jobs ran; nil for nowhere.
+	LastWorkers *LastWorkers
 }
 
 // ClusterGetter makes a Cluster from the command line's flags. Tests give
@@ -110,6 +112,10 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 			return nil, err
 		}
 		wns := *workerNamespace
+		var cacheDir string
+		if flags.CacheDir != nil {
+			cacheDir = *flags.CacheDir
+		}
 		return &Cluster{
 			Jobs:            shell.ShellJobs(ns),
 			Pools:           shell.ShellPools(ns),
@@ -125,6 +131,7 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 				}
 				return r.Status.UserInfo.Username, nil
 			},
+			LastWorkers: NewLastWorkers(cacheDir, config.Host),
 		}, nil
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +42,39 @@ type fakeAgent struct {
 	Uncounted bool
 
 	getFiles atomic.Int32
+	// calls, if not nil, logs each follow as "follow POD" or "follow-later
+	// POD", and what came of it.
+	calls *callLog
+}
+
+// callLog is an ordered log of calls, safe for concurrent use.
+type callLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *callLog) add(format string, args ...any) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+// has tells whether a line starting with prefix was logged.
+func (l *callLog) has(prefix string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+func (l *callLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := l.lines
+	l.lines = nil
+	return lines
 }
 
 // counted is the status of the job's files, as the operator records what
@@ -54,9 +90,21 @@ func (a *fakeAgent) counted() *shellv1alpha1.ShellJobFiles {
 	return n
 }
 
-func (a *fakeAgent) Follow(_ context.Context, _ types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
+func (a *fakeAgent) Follow(_ context.Context, pod types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
+	a.calls.add("follow %s", pod)
 	_, err := io.WriteString(w, a.Output[max(offset, 0):])
 	return int64(len(a.Output)), err
+}
+
+func (a *fakeAgent) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
+	a.calls.add("follow-later %s", pod)
+	job, err := name(ctx)
+	if err != nil {
+		a.calls.add("abandoned %s", pod)
+		return offset, err
+	}
+	a.calls.add("named %s", job)
+	return a.Follow(ctx, pod, job, offset, w)
 }
 
 func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string, w io.Writer) error {
@@ -156,14 +204,25 @@ type fakeJobs struct {
 	// requireUser refuses a job from the CLI that names no user, as a
 	// cluster with the origin policy and no origin-user policy does.
 	requireUser bool
+	// calls, if not nil, logs each create as "create".
+	calls *callLog
+	// beforeCreate, if not nil, runs at the start of each create.
+	beforeCreate func()
+	created      atomic.Int64
 }
 
 func (f *fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ metav1.CreateOptions) (*shellv1alpha1.ShellJob, error) {
+	if f.beforeCreate != nil {
+		f.beforeCreate()
+	}
+	f.calls.add("create")
 	if f.requireUser && job.Spec.Origin.User == "" {
 		return nil, apierrors.NewForbidden(shellv1alpha1.GroupVersion.WithResource("shelljobs").GroupResource(), "",
 			errors.New("spec.origin.user must be the user who creates the job, alice"))
 	}
 	job = job.DeepCopy()
+	// As the API server does; controller-runtime's fake client does not.
+	job.UID = types.UID(fmt.Sprintf("uid-%d", f.created.Add(1)))
 	return job, f.c.Create(ctx, job)
 }
 

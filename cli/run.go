@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -115,17 +114,110 @@ func needsUser(err error) bool {
 
 // run runs req to its end and returns the command's exit code.
 func (r *runner) run(ctx context.Context, req jobRequest) (int, error) {
-	sj, err := r.create(ctx, req)
-	if err != nil {
-		return 1, err
-	}
-	return r.attach(ctx, sj)
-}
-
-// attach streams a created job to its end.
-func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	o := r.newOutput()
+	// The follow opens on the worker that ran the last job like this one,
+	// if known, before the create: the placement names the job to it.
+	var f *outputFollow
+	if pod, ok := r.cluster.LastWorkers.recall(r.cluster.Namespace, req); ok {
+		f = r.startFollow(ctx, o, pod, "", true)
+	}
+	sj, err := r.create(ctx, req)
+	if err != nil {
+		f.stop()
+		return 1, err
+	}
+	return r.attach(ctx, req, sj, o, f)
+}
+
+// output is where a job's output goes: the terminal, through the renderer
+// with --render.
+type output struct {
+	w    io.Writer
+	rend *termrender.Renderer
+	// ended is set once the job has ended: a follow cut then is not
+	// resumed, as its worker may be gone.
+	ended atomic.Bool
+}
+
+func (r *runner) newOutput() *output {
+	if r.render {
+		rend := &termrender.Renderer{}
+		return &output{w: rend, rend: rend}
+	}
+	return &output{w: r.Out}
+}
+
+// outputFollow is a follow of the job's output on one worker pod.
+type outputFollow struct {
+	pod    types.NamespacedName
+	cancel context.CancelFunc
+	done   chan struct{}
+	// named closes when the job is known to be placed on pod, for a
+	// follow opened before; job is its agent ID from then on.
+	named chan struct{}
+	job   string
+	// err is why the follow failed, and whole whether it read the output
+	// to its close; both are read after done.
+	err   error
+	whole bool
+}
+
+// startFollow follows job on pod. Early, it opens before the job is known,
+// and follows the job placed names once it is placed there.
+func (r *runner) startFollow(ctx context.Context, o *output, pod types.NamespacedName, job string, early bool) *outputFollow {
+	f := &outputFollow{pod: pod, done: make(chan struct{}), named: make(chan struct{}), job: job}
+	if !early {
+		close(f.named)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	go func() {
+		defer close(f.done)
+		err := r.followNamed(fctx, pod, f.name, early, o.w, o.ended.Load)
+		switch {
+		case err == nil:
+			f.whole = true
+		case fctx.Err() == nil || ctx.Err() != nil:
+			// A follow cancelled because the job went elsewhere is no
+			// failure.
+			f.err = err
+		}
+	}()
+	return f
+}
+
+// name returns the job's agent ID once the job is placed on f's pod.
+func (f *outputFollow) name(ctx context.Context) (string, error) {
+	select {
+	case <-f.named:
+		return f.job, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// placed names job to a follow opened before it was placed.
+func (f *outputFollow) placed(job string) {
+	select {
+	case <-f.named:
+	default:
+		f.job = job
+		close(f.named)
+	}
+}
+
+// stop ends the follow and waits for its end. The nil follow is stopped.
+func (f *outputFollow) stop() {
+	if f != nil {
+		f.cancel()
+		<-f.done
+	}
+}
+
+// attach streams a created job to its end, through f if a follow is open.
+func (r *runner) attach(ctx context.Context, req jobRequest, sj *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
 	jobs := make(chan *shellv1alpha1.ShellJob, 1)
 	watchErr := make(chan error, 1)
 	go func() {
@@ -140,29 +232,15 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			return shelljob.IsFinished(j)
 		})
 	}()
+	defer func() { f.stop() }()
 
 	var (
-		last      = sj
-		following bool
-		followPod string
-		// cancelFollow ends the follow of followPod.
-		cancelFollow context.CancelFunc
-		stopped      bool
-		queued       bool
-		steps        int
-		wg           sync.WaitGroup
-		files        []string
-		filesErr     error
-		followErr    error
-		followed     bool // the follow read the output to its close
-		ended        atomic.Bool
+		last    = sj
+		placed  bool // the follow is on the job's worker
+		stopped bool
+		queued  bool
+		steps   int
 	)
-	var out io.Writer = r.Out
-	var rend *termrender.Renderer
-	if r.render {
-		rend = &termrender.Renderer{}
-		out = rend
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,7 +265,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			fmt.Fprintln(r.ErrOut, outcome.text(last.Status.Number)+" (Ctrl-C again to detach)")
 		case j := <-jobs:
 			last = j
-			if !queued && !following && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
+			if !queued && !placed && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
 				shelljob.IsWaiting(j) {
 				queued = true
 				fmt.Fprintln(r.ErrOut, texts.HeaderQueued(j.Status.Number))
@@ -204,61 +282,85 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 			// holds it until the command starts: its setup overlaps the
 			// start. A job placed again before it started (its worker was
 			// lost) is followed on its new worker.
-			if j.Status.Pod != "" && j.Status.Pod != followPod {
-				if following {
-					cancelFollow()
-					wg.Wait()
-				}
-				following, followPod = true, j.Status.Pod
+			if j.Status.Pod != "" {
 				pod := r.cluster.workerPod(j)
-				fctx, fcancel := context.WithCancel(ctx)
-				cancelFollow = fcancel
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := r.follow(fctx, pod, string(j.UID), out, ended.Load); err != nil {
-						if fctx.Err() == nil || ctx.Err() != nil {
-							followErr = err
-						}
-						return
-					}
-					followed = true
-				}()
+				if f == nil || f.pod != pod {
+					f.stop()
+					f = r.startFollow(ctx, o, pod, string(j.UID), false)
+				}
+				f.placed(string(j.UID))
+				if !placed {
+					placed = true
+					r.cluster.LastWorkers.remember(r.cluster.Namespace, req, pod)
+				}
 			}
 			if !shelljob.IsFinished(j) {
 				continue
 			}
-			ended.Store(true)
-			if following {
-				if !shelljob.IsStarted(j) {
-					// Nothing ran: nothing to wait for.
-					cancelFollow()
-				}
-				wg.Wait()
-			}
-			// The output is closed: the job has ended, so its files are
-			// complete, and its status says whether it left any (an older
-			// agent does not say).
-			if followed && shelljob.MayHaveFiles(j) {
-				files, filesErr = r.saveFiles(ctx, j)
-			}
-			if rend != nil {
-				if _, err := io.WriteString(r.Out, rend.String()); err != nil {
-					return 1, err
-				}
-			}
-			for _, f := range files {
-				fmt.Fprintln(r.ErrOut, "saved", f)
-			}
-			if followErr != nil {
-				fmt.Fprintln(r.ErrOut, "warning: output:", followErr)
-			}
-			if filesErr != nil {
-				fmt.Fprintln(r.ErrOut, "warning: files:", filesErr)
-			}
-			return r.exitCode(j)
+			return r.finish(ctx, j, o, f, placed)
 		}
 	}
+}
+
+// finish waits for the output of the ended job j, saves its files and
+// returns its exit code.
+func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *output, f *outputFollow, placed bool) (int, error) {
+	o.ended.Store(true)
+	if !placed || !shelljob.IsStarted(j) {
+		// Nothing ran: nothing to wait for.
+		f.stop()
+	} else {
+		<-f.done
+	}
+	var (
+		files    []string
+		filesErr error
+	)
+	// The output is closed: the job has ended, so its files are complete,
+	// and its status says whether it left any (an older agent does not
+	// say).
+	if placed && f.whole && shelljob.MayHaveFiles(j) {
+		files, filesErr = r.saveFiles(ctx, j)
+	}
+	if o.rend != nil {
+		if _, err := io.WriteString(r.Out, o.rend.String()); err != nil {
+			return 1, err
+		}
+	}
+	for _, file := range files {
+		fmt.Fprintln(r.ErrOut, "saved", file)
+	}
+	if placed && f.err != nil {
+		fmt.Fprintln(r.ErrOut, "warning: output:", f.err)
+	}
+	if filesErr != nil {
+		fmt.Fprintln(r.ErrOut, "warning: files:", filesErr)
+	}
+	return r.exitCode(j)
+}
+
+// laterFollower is an agent client that can open a follow before it knows
+// the job (agentclient.Client).
+type laterFollower interface {
+	FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error)
+}
+
+// followNamed is follow of the job name gives. With early, the first exec
+// opens before name answers, if the agent client can.
+func (r *runner) followNamed(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), early bool, w io.Writer, ended func() bool) error {
+	offset := agentapi.AwaitStart
+	if lf, ok := r.cluster.Agent.(laterFollower); ok && early {
+		reached, err := lf.FollowLater(ctx, pod, name, offset, w)
+		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
+			return err
+		}
+		offset = max(offset, reached)
+	}
+	job, err := name(ctx)
+	if err != nil {
+		return err
+	}
+	return r.followFrom(ctx, pod, job, offset, w, ended)
 }
 
 // follow copies the job's output to w until it is closed, following again
@@ -266,7 +368,10 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob) (int, e
 // ended (its worker may be gone). It may begin before the job starts: the
 // agent holds the follow until then.
 func (r *runner) follow(ctx context.Context, pod types.NamespacedName, job string, w io.Writer, ended func() bool) error {
-	offset := agentapi.AwaitStart
+	return r.followFrom(ctx, pod, job, agentapi.AwaitStart, w, ended)
+}
+
+func (r *runner) followFrom(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer, ended func() bool) error {
 	for {
 		reached, err := r.cluster.Agent.Follow(ctx, pod, job, offset, w)
 		if reached > 0 {

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// LastWorkers remembers, in kubectl's cache directory, the worker pod that
+// ran the last job of each pool and mode. The operator places a lone job
+// where it placed the one before (the least loaded worker, then the lowest
+// index), so the next command can open its follow there before its job
+// is even created: the exec's setup, the longest step of a short command,
+// then overlaps the create and the placement. A wrong guess costs only an
+// exec, closed as soon as the placement shows, and a follow opened where
+// the job went. The nil LastWorkers remembers nothing.
+type LastWorkers struct {
+	dir string
+	// known is what recall read or remember wrote, by file.
+	known map[string]types.NamespacedName
+}
+
+// NewLastWorkers keeps what it remembers of the cluster at server under
+// cacheDir.
+func NewLastWorkers(cacheDir, server string) *LastWorkers {
+	if cacheDir == "" {
+		return nil
+	}
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		server = u.Host + u.Path
+	}
+	return &LastWorkers{
+		dir:   filepath.Join(cacheDir, "shelljob", "workers", safeName(server)),
+		known: map[string]types.NamespacedName{},
+	}
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9.-]`)
+
+func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+// file is where the worker of req's jobs in namespace is kept.
+func (l *LastWorkers) file(namespace string, req jobRequest) string {
+	pool, mode := req.Pool, req.Mode
+	if pool == "" {
+		pool = "_default"
+	}
+	if mode == "" {
+		mode = shellv1alpha1.ModeFork
+	}
+	return filepath.Join(l.dir, safeName(namespace), safeName(pool)+"."+strings.ToLower(safeName(string(mode))))
+}
+
+// recall returns the worker that ran the last job like req, if known.
+func (l *LastWorkers) recall(namespace string, req jobRequest) (types.NamespacedName, bool) {
+	if l == nil {
+		return types.NamespacedName{}, false
+	}
+	f := l.file(namespace, req)
+	if pod, ok := l.known[f]; ok {
+		return pod, pod.Name != ""
+	}
+	data, err := os.ReadFile(f)
+	var pod types.NamespacedName
+	if ns, name, ok := strings.Cut(strings.TrimSpace(string(data)), "/"); err == nil && ok && ns != "" && name != "" {
+		pod = types.NamespacedName{Namespace: ns, Name: name}
+	}
+	l.known[f] = pod
+	return pod, pod.Name != ""
+}
+
+// remember keeps pod as the worker of the last job like req. A cache that
+// cannot be written is no error: the next command only follows later.
+func (l *LastWorkers) remember(namespace string, req jobRequest, pod types.NamespacedName) {
+	if l == nil {
+		return
+	}
+	f := l.file(namespace, req)
+	if l.known[f] == pod {
+		return
+	}
+	l.known[f] = pod
+	if err := os.MkdirAll(filepath.Dir(f), 0o750); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f), ".worker-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.WriteString(pod.String() + "\n")
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), f) != nil {
+		_ = os.Remove(tmp.Name())
+	}
+}
