@@ -395,16 +395,16 @@ func TestFollowOpensOnTheLastWorker(t *testing.T) {
 			t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)
 		}
 	}
-	// newJob is the UID of the job that is not in before.
-	newJob := func(before []shellv1alpha1.ShellJob) string {
+	// newJob is the job that is not in before.
+	newJob := func(before []shellv1alpha1.ShellJob) shellv1alpha1.ShellJob {
 		t.Helper()
 		for _, j := range jobs(t, cluster) {
 			if !slices.ContainsFunc(before, func(b shellv1alpha1.ShellJob) bool { return b.UID == j.UID }) {
-				return string(j.UID)
+				return j
 			}
 		}
 		t.Fatal("no new job")
-		return ""
+		return shellv1alpha1.ShellJob{}
 	}
 	worker := testNS + "/w-0"
 
@@ -423,9 +423,13 @@ func TestFollowOpensOnTheLastWorker(t *testing.T) {
 	}
 	before := jobs(t, cluster)
 	exec()
-	want := []string{"follow-later " + worker, "create", "named " + newJob(before), "follow " + worker}
+	second := newJob(before)
+	want := []string{"follow-later " + worker, "create", "named " + string(second.UID), "follow " + worker}
 	if got := calls.take(); !slices.Equal(got, want) {
 		t.Errorf("second command: %q, want %q", got, want)
+	}
+	if got := second.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != "w-0" {
+		t.Errorf("the second job prefers worker %q, want w-0", got)
 	}
 
 	like := jobRequest{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork}

@@ -13,13 +13,13 @@ import (
 )
 
 // LastWorkers remembers, in kubectl's cache directory, the worker pod that
-// ran the last job of each pool and mode. The operator places a lone job
-// where it placed the one before (the least loaded worker, then the lowest
-// index), so the next command can open its follow there before its job
-// is even created: the exec's setup, the longest step of a short command,
-// then overlaps the create and the placement. A wrong guess costs only an
-// exec, closed as soon as the placement shows, and a follow opened where
-// the job went. The nil LastWorkers remembers nothing.
+// ran the last job of each pool and mode. The next command opens its
+// follow there before its job is even created, and its job prefers that
+// worker (AnnotationPreferredWorker): the exec's setup, the longest step of
+// a short command, then overlaps the create and the placement. A job that
+// goes elsewhere (its worker was busy, or is gone) costs only an exec,
+// closed as soon as the placement shows, and a follow opened where the job
+// went. The nil LastWorkers remembers nothing.
 type LastWorkers struct {
 	dir string
 	// known is what recall read or remember wrote, by file.

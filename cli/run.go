@@ -46,6 +46,8 @@ type jobRequest struct {
 	Pool    string
 	// Timeout is the idle timeout; 0 for none.
 	Timeout time.Duration
+	// Worker is the worker pod to prefer, "" for any.
+	Worker string
 }
 
 // runner runs jobs from the terminal: it creates each, streams its output
@@ -88,6 +90,9 @@ func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.She
 			Origin:  shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: r.user},
 		},
 	}
+	if req.Worker != "" {
+		sj.Annotations = map[string]string{shellv1alpha1.AnnotationPreferredWorker: req.Worker}
+	}
 	if req.Timeout > 0 {
 		s := int64(max(1, (req.Timeout+time.Second-1)/time.Second))
 		sj.Spec.IdleTimeoutSeconds = &s
@@ -118,10 +123,12 @@ func (r *runner) run(ctx context.Context, req jobRequest) (int, error) {
 	defer cancel()
 	o := r.newOutput()
 	// The follow opens on the worker that ran the last job like this one,
-	// if known, before the create: the placement names the job to it.
+	// if known, before the create: the placement names the job to it. The
+	// job prefers that worker, so that it goes there if it is free.
 	var f *outputFollow
 	if pod, ok := r.cluster.LastWorkers.recall(r.cluster.Namespace, req); ok {
 		f = r.startFollow(ctx, o, pod, "", true)
+		req.Worker = pod.Name
 	}
 	sj, err := r.create(ctx, req)
 	if err != nil {

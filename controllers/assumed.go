@@ -66,11 +66,12 @@ func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Jo
 			}
 		}
 		out = append(out, scheduler.Job{
-			Name:     j.Name,
-			Mode:     shelljob.Mode(j),
-			Created:  j.CreationTimestamp.Time,
-			Pod:      pod,
-			Stopping: shelljob.IsStopRequested(j),
+			Name:      j.Name,
+			Mode:      shelljob.Mode(j),
+			Created:   j.CreationTimestamp.Time,
+			Pod:       pod,
+			Stopping:  shelljob.IsStopRequested(j),
+			Preferred: j.Annotations[shellv1alpha1.AnnotationPreferredWorker],
 		})
 	}
 	for uid := range p.pods {

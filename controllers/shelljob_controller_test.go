@@ -246,6 +246,30 @@ func TestModes(t *testing.T) {
 	}
 }
 
+// TestPreferredWorker: a Fork job goes to the worker its client prefers
+// while that worker is free, and where the scheduler would put it when
+// not.
+func TestPreferredWorker(t *testing.T) {
+	ns := namespace(t)
+	startOperator(t, ns, newFakeAgent())
+	readyPool(t, ns, "shell", 3)
+	rev := getPool(t, ns, "shell").Status.Revision
+	worker := func(i int) string { return fmt.Sprintf("shell-%s-%d", rev, i) }
+	prefer := func(name string, i int) *utiltesting.ShellJobWrapper {
+		return utiltesting.MakeShellJob(name, ns).Command("sleep 100").
+			Annotation(shellv1alpha1.AnnotationPreferredWorker, worker(i))
+	}
+
+	createJob(t, prefer("a", 2))
+	if j := waitPhase(t, ns, "a", shellv1alpha1.PhaseRunning); j.Status.Pod != worker(2) {
+		t.Errorf("a ran on %s, want the worker it prefers, %s", j.Status.Pod, worker(2))
+	}
+	createJob(t, prefer("b", 2))
+	if j := waitPhase(t, ns, "b", shellv1alpha1.PhaseRunning); j.Status.Pod != worker(1) {
+		t.Errorf("b ran on %s, want %s: the worker it prefers is busy", j.Status.Pod, worker(1))
+	}
+}
+
 func TestStopQueued(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

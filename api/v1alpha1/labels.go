@@ -50,6 +50,12 @@ const (
 	// held job's input files into its directory: a restarted bot releases
 	// such a job, and stops one without it.
 	AnnotationFilesPut = "shell.shelljob.dev/files-put"
+	// AnnotationPreferredWorker names the worker pod the client would like
+	// the job to run on: `kubectl shelljob` opens the job's follow there
+	// before it creates the job. The operator places a Fork job there when
+	// that worker is free and not the pool's stateful worker, and ignores
+	// it otherwise.
+	AnnotationPreferredWorker = "shell.shelljob.dev/preferred-worker"
 )
 
 // DefaultPool is the pool a job runs on when it names none.

@@ -8,7 +8,9 @@
 //   - Queued jobs are placed in FIFO order: creation time, then name.
 //   - Fork takes any free worker of the current revision. It prefers the
 //     least loaded one, and the stateful worker last, so that a Stateful job
-//     finds it free more often.
+//     finds it free more often. A worker the job's client prefers (the
+//     one where it already opened the job's follow) comes first when it is
+//     free and not the stateful worker.
 //   - Stateful waits for the pool's stateful worker to be free.
 //   - Direct never waits for a free worker: it runs on the least loaded
 //     ready worker, even a busy one, and takes no seat.

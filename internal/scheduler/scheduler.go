@@ -40,6 +40,8 @@ type Job struct {
 	// Stopping jobs that hold no worker are never placed: they are about
 	// to be stopped before they run.
 	Stopping bool
+	// Preferred is the worker the job's client would like, "" for none.
+	Preferred string
 }
 
 // Decision is where a job goes.
@@ -134,7 +136,7 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 				return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index))
 			})
 			ok = true
-		} else {
+		} else if w, ok = preferred(q, mode, pool, eligible, loads); !ok {
 			w, ok = pick(mode, pool, eligible, loads)
 		}
 		if !ok {
@@ -187,6 +189,19 @@ func pick(mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads m
 		}
 	}
 	return best, found
+}
+
+// preferred returns the worker a Fork job prefers, if it is eligible, free
+// and not the stateful worker, which Fork takes last.
+func preferred(q Job, mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads map[string]Load) (Worker, bool) {
+	if q.Preferred == "" || mode != shellv1alpha1.ModeFork {
+		return Worker{}, false
+	}
+	i := slices.IndexFunc(eligible, func(w Worker) bool { return w.Name == q.Preferred })
+	if i < 0 || loads[eligible[i].Name].Seated || eligible[i].Index == pool.StatefulWorker {
+		return Worker{}, false
+	}
+	return eligible[i], true
 }
 
 // betterFork prefers a worker that is not the stateful one, then the least

@@ -138,6 +138,38 @@ func TestPlace(t *testing.T) {
 			workers: nil,
 			want:    Decision{Reason: "NoReadyWorker", Message: "no ready worker of revision r1 yet"},
 		},
+		"fork takes the worker it prefers when it is free": {
+			job:     Job{Name: "a", Mode: fork, Created: t0, Preferred: "p-r1-2"},
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
+		},
+		"fork prefers no seated worker": {
+			job:     Job{Name: "b", Mode: fork, Created: t0.Add(time.Second), Preferred: "p-r1-2"},
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-2")},
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"fork prefers the stateful worker last still": {
+			job:     Job{Name: "a", Mode: fork, Created: t0, Preferred: "p-r1-0"},
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"fork prefers no worker of an old revision": {
+			job:     Job{Name: "a", Mode: fork, Created: t0, Preferred: "p-r0-2"},
+			workers: append(workers("r0", 3), workers("r1", 3)...),
+			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"an older queued job takes the worker a newer one prefers": {
+			job:     Job{Name: "new", Mode: fork, Created: t0.Add(5 * time.Second), Preferred: "p-r1-2"},
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("old", fork, 4, "")},
+			want:    Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"},
+		},
+		"stateful and direct go their own way": {
+			job:     Job{Name: "s", Mode: stateful, Created: t0, Preferred: "p-r1-2"},
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"},
+		},
 		"queued jobs move to the new revision": {
 			job:     job("q", fork, 5, ""),
 			workers: append(workers("r0", 2), workers("r1", 3)...),

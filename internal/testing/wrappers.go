@@ -71,6 +71,15 @@ func (w *ShellJobWrapper) Labels(l map[string]string) *ShellJobWrapper {
 	return w
 }
 
+// Annotation sets an annotation.
+func (w *ShellJobWrapper) Annotation(key, value string) *ShellJobWrapper {
+	if w.ObjectMeta.Annotations == nil {
+		w.ObjectMeta.Annotations = map[string]string{}
+	}
+	w.ObjectMeta.Annotations[key] = value
+	return w
+}
+
 // ShellPoolWrapper builds a ShellPool.
 type ShellPoolWrapper struct{ shellv1alpha1.ShellPool }
 
