@@ -338,6 +338,22 @@ func TestFollowReturnsAtTheEndFrame(t *testing.T) {
 	}
 }
 
+// followResult is what a Follow returned.
+type followResult struct {
+	n   int64
+	err error
+}
+
+// goFollow runs follow and delivers what it returned.
+func goFollow(follow func() (int64, error)) <-chan followResult {
+	done := make(chan followResult, 1)
+	go func() {
+		n, err := follow()
+		done <- followResult{n, err}
+	}()
+	return done
+}
+
 // TestFollowLater opens a follow before its job exists and is named: the
 // agent waits for the name on stdin, then for the start.
 func TestFollowLater(t *testing.T) {
@@ -358,14 +374,9 @@ func TestFollowLater(t *testing.T) {
 
 	t.Run("named", func(t *testing.T) {
 		named := make(chan string, 1)
-		type result struct {
-			n   int64
-			err error
-		}
-		done := make(chan result, 1)
 		var out bytes.Buffer
-		go func() {
-			n, err := c.FollowLater(ctx, pod, func(ctx context.Context) (string, error) {
+		done := goFollow(func() (int64, error) {
+			return c.FollowLater(ctx, pod, func(ctx context.Context) (string, error) {
 				select {
 				case j := <-named:
 					return j, nil
@@ -373,8 +384,7 @@ func TestFollowLater(t *testing.T) {
 					return "", ctx.Err()
 				}
 			}, agentapi.AwaitStart, &out)
-			done <- result{n, err}
-		}()
+		})
 		opened()
 		named <- "later"
 		if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "later", Command: "echo hi"}); err != nil {

@@ -135,16 +135,8 @@ func TestSilentCommandFollowedPastIdle(t *testing.T) {
 				openChannel(ctx, t, c)
 			}
 			began := time.Now()
-			type result struct {
-				n   int64
-				err error
-			}
-			done := make(chan result, 1)
 			var out bytes.Buffer
-			go func() {
-				n, err := c.Follow(ctx, pod, "quiet", agentapi.AwaitStart, &out)
-				done <- result{n, err}
-			}()
+			done := goFollow(func() (int64, error) { return c.Follow(ctx, pod, "quiet", agentapi.AwaitStart, &out) })
 			time.Sleep(streamIdle + time.Second) // awaited past the limit
 			if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "quiet", Command: "sleep 3; echo done"}); err != nil {
 				t.Fatal(err)
