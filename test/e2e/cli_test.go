@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -101,6 +104,62 @@ func TestCLIExec(t *testing.T) {
 	}
 	if r := shelljob(t, strings.Repeat("#", 64<<10+1), "exec", "--pool", Pool); r.code != 1 || !strings.Contains(r.errOut, "over 64 KiB") {
 		t.Errorf("too long: exit %d, %q", r.code, r.errOut)
+	}
+}
+
+// TestCLIExecFollowsTheLastWorker: a command prefers the worker of the
+// last one, where it opens its follow before the create, and one whose
+// remembered worker is gone still gets all its output.
+func TestCLIExecFollowsTheLastWorker(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	cache := t.TempDir()
+	run := func(word string) *shellv1alpha1.ShellJob {
+		t.Helper()
+		r := shelljob(t, "", "--cache-dir", cache, "exec", "--pool", Pool, "--", "echo "+word)
+		if r.code != 0 || r.out != word+"\n" {
+			t.Fatalf("echo %s: exit %d, %q, %q", word, r.code, r.out, r.errOut)
+		}
+		var list shellv1alpha1.ShellJobList
+		if err := c.List(t.Context(), &list, client.InNamespace(Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Spec.Command == "echo "+word {
+				return &list.Items[i]
+			}
+		}
+		t.Fatalf("no job of echo %s", word)
+		return nil
+	}
+	word := func(n int) string { return fmt.Sprintf("last-worker-%d-%d", time.Now().UnixNano(), n) }
+
+	first := run(word(1))
+	second := run(word(2))
+	if got := second.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != first.Status.Pod || second.Status.Pod != first.Status.Pod {
+		t.Errorf("the second job preferred %q and ran on %s, want both %s", got, second.Status.Pod, first.Status.Pod)
+	}
+
+	// A remembered worker that is gone: the follow opened there fails, and
+	// the job's own worker gives the output.
+	var remembered []string
+	_ = filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(path, "shelljob") {
+			remembered = append(remembered, path)
+		}
+		return nil
+	})
+	if len(remembered) != 1 {
+		t.Fatalf("remembered workers: %q, want one file", remembered)
+	}
+	if err := os.WriteFile(remembered[0], []byte(WorkerNamespace+"/gone-0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	third := run(word(3))
+	if got := third.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != "gone-0" {
+		t.Errorf("the third job preferred %q, want gone-0", got)
+	}
+	if b, err := os.ReadFile(remembered[0]); err != nil || string(b) != WorkerNamespace+"/"+third.Status.Pod+"\n" {
+		t.Errorf("remembered %q (%v) after a job on %s", b, err, third.Status.Pod)
 	}
 }
 
