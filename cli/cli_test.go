@@ -446,3 +446,22 @@ func TestFollowOpensOnTheLastWorker(t *testing.T) {
 		t.Errorf("remembered %s after the job ran on %s", pod, worker)
 	}
 }
+
+// TestFollowLaterRefused: an agent older than the job on stdin refuses the
+// follow opened before the create; the follow opened again still waits
+// for the start.
+func TestFollowLaterRefused(t *testing.T) {
+	calls := &callLog{}
+	cluster := fakeCluster(t, &fakeAgent{Output: "hi\n", calls: calls, RefuseLater: true})
+	cluster.LastWorkers = NewLastWorkers(t.TempDir(), "https://api.example:6443")
+	cluster.LastWorkers.remember(testNS, jobRequest{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork},
+		types.NamespacedName{Namespace: testNS, Name: "w-0"})
+	out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--", "echo", "hi")
+	if out != "hi\n" || code != 0 {
+		t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)
+	}
+	got := calls.take()
+	if want := "follow " + testNS + "/w-0"; got[len(got)-1] != want {
+		t.Errorf("follows %q, want the last %q: from the start, not from byte 0", got, want)
+	}
+}

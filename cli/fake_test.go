@@ -40,6 +40,8 @@ type fakeAgent struct {
 	Files  map[string][]byte
 	// Uncounted plays an older agent: the job's status counts no files.
 	Uncounted bool
+	// RefuseLater plays an agent older than JobFromStdin.
+	RefuseLater bool
 
 	getFiles atomic.Int32
 	// calls, if not nil, logs each follow as "follow POD" or "follow-later
@@ -91,13 +93,22 @@ func (a *fakeAgent) counted() *shellv1alpha1.ShellJobFiles {
 }
 
 func (a *fakeAgent) Follow(_ context.Context, pod types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
-	a.calls.add("follow %s", pod)
+	if offset == agentapi.AwaitStart {
+		a.calls.add("follow %s", pod)
+	} else {
+		a.calls.add("follow %s from %d", pod, offset)
+	}
 	_, err := io.WriteString(w, a.Output[max(offset, 0):])
 	return int64(len(a.Output)), err
 }
 
 func (a *fakeAgent) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
 	a.calls.add("follow-later %s", pod)
+	if a.RefuseLater {
+		// As an agent older than JobFromStdin: the exec ends at once, with
+		// no byte read.
+		return 0, errors.New("agent follow: bad job id \"-\"")
+	}
 	job, err := name(ctx)
 	if err != nil {
 		a.calls.add("abandoned %s", pod)

@@ -361,7 +361,12 @@ func (r *runner) followNamed(ctx context.Context, pod types.NamespacedName, name
 		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
 			return err
 		}
-		offset = max(offset, reached)
+		// A follow cut before its first byte (an older agent refused the
+		// job on stdin, or the job waited past the idle limit) still waits
+		// for the start.
+		if reached > 0 {
+			offset = max(offset, reached)
+		}
 	}
 	job, err := name(ctx)
 	if err != nil {

@@ -329,7 +329,7 @@ func follow(e *env, args []string) error {
 // readJob reads a job from the first line of stdin, and returns the rest
 // of stdin.
 func readJob(stdin io.Reader) (string, io.Reader, error) {
-	br := bufio.NewReaderSize(stdin, 128)
+	br := bufio.NewReaderSize(stdin, 256) // a job ID is at most 128 bytes
 	line, err := br.ReadSlice('\n')
 	switch {
 	case errors.Is(err, bufio.ErrBufferFull):
@@ -340,7 +340,11 @@ func readJob(stdin io.Reader) (string, io.Reader, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return strings.TrimSuffix(string(line), "\n"), br, nil
+	job := strings.TrimSuffix(string(line), "\n")
+	if job == "" {
+		return "", nil, errors.New("no job on stdin")
+	}
+	return job, br, nil
 }
 
 func control(e *env, args []string) error {

@@ -374,7 +374,11 @@ func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job s
 		go func() {
 			j, err := name(execCtx)
 			if err != nil {
-				nameErr <- err
+				if execCtx.Err() == nil {
+					// name failed by itself, not with the exec (its idle
+					// limit, the caller's end): its error says why.
+					nameErr <- err
+				}
 				stdinW.Close() // the agent ends with no output
 				return
 			}
