@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/remotecommand"
@@ -432,8 +433,8 @@ func TestFollowOpensOnTheLastWorker(t *testing.T) {
 		t.Errorf("the second job prefers worker %q, want w-0", got)
 	}
 
-	like := jobRequest{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork}
-	cluster.LastWorkers.remember(testNS, like, types.NamespacedName{Namespace: testNS, Name: "w-9"})
+	like := execJob()
+	cluster.LastWorkers.remember(like, types.NamespacedName{Namespace: testNS, Name: "w-9"})
 	exec()
 	got := calls.take()
 	if want := []string{"follow-later " + testNS + "/w-9", "create"}; len(got) < 2 || !slices.Equal(got[:2], want) {
@@ -442,8 +443,16 @@ func TestFollowOpensOnTheLastWorker(t *testing.T) {
 	if !slices.Contains(got, "abandoned "+testNS+"/w-9") || got[len(got)-1] != "follow "+worker {
 		t.Errorf("wrong guess: %q, want the follow on w-9 abandoned and one on w-0", got)
 	}
-	if pod, _ := NewLastWorkers(cacheDir, "https://api.example:6443").recall(testNS, like); pod.String() != worker {
+	if pod, _ := NewLastWorkers(cacheDir, "https://api.example:6443").recall(like); pod.String() != worker {
 		t.Errorf("remembered %s after the job ran on %s", pod, worker)
+	}
+}
+
+// execJob is a job as `exec` makes it by default, for the worker memory.
+func execJob() *shellv1alpha1.ShellJob {
+	return &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS},
+		Spec:       shellv1alpha1.ShellJobSpec{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork},
 	}
 }
 
@@ -454,8 +463,7 @@ func TestFollowLaterRefused(t *testing.T) {
 	calls := &callLog{}
 	cluster := fakeCluster(t, &fakeAgent{Output: "hi\n", calls: calls, RefuseLater: true})
 	cluster.LastWorkers = NewLastWorkers(t.TempDir(), "https://api.example:6443")
-	cluster.LastWorkers.remember(testNS, jobRequest{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork},
-		types.NamespacedName{Namespace: testNS, Name: "w-0"})
+	cluster.LastWorkers.remember(execJob(), types.NamespacedName{Namespace: testNS, Name: "w-0"})
 	out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--", "echo", "hi")
 	if out != "hi\n" || code != 0 {
 		t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)

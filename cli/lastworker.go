@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // LastWorkers remembers, in kubectl's cache directory, the worker pod that
@@ -45,24 +46,19 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9.-]`)
 
 func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
 
-// file is where the worker of req's jobs in namespace is kept.
-func (l *LastWorkers) file(namespace string, req jobRequest) string {
-	pool, mode := req.Pool, req.Mode
-	if pool == "" {
-		pool = "_default"
-	}
-	if mode == "" {
-		mode = shellv1alpha1.ModeFork
-	}
-	return filepath.Join(l.dir, safeName(namespace), safeName(pool)+"."+strings.ToLower(safeName(string(mode))))
+// file is where the worker of jobs like sj is kept.
+func (l *LastWorkers) file(sj *shellv1alpha1.ShellJob) string {
+	return filepath.Join(l.dir, safeName(sj.Namespace),
+		safeName(shelljob.Pool(sj))+"."+strings.ToLower(safeName(string(shelljob.Mode(sj)))))
 }
 
-// recall returns the worker that ran the last job like req, if known.
-func (l *LastWorkers) recall(namespace string, req jobRequest) (types.NamespacedName, bool) {
+// recall returns the worker that ran the last job of sj's pool and mode,
+// if known.
+func (l *LastWorkers) recall(sj *shellv1alpha1.ShellJob) (types.NamespacedName, bool) {
 	if l == nil {
 		return types.NamespacedName{}, false
 	}
-	f := l.file(namespace, req)
+	f := l.file(sj)
 	if pod, ok := l.known[f]; ok {
 		return pod, pod.Name != ""
 	}
@@ -75,13 +71,14 @@ func (l *LastWorkers) recall(namespace string, req jobRequest) (types.Namespaced
 	return pod, pod.Name != ""
 }
 
-// remember keeps pod as the worker of the last job like req. A cache that
-// cannot be written is no error: the next command only follows later.
-func (l *LastWorkers) remember(namespace string, req jobRequest, pod types.NamespacedName) {
+// remember keeps pod as the worker of the last job of sj's pool and mode.
+// A cache that cannot be written is no error: the next command only
+// follows later.
+func (l *LastWorkers) remember(sj *shellv1alpha1.ShellJob, pod types.NamespacedName) {
 	if l == nil {
 		return
 	}
-	f := l.file(namespace, req)
+	f := l.file(sj)
 	if l.known[f] == pod {
 		return
 	}

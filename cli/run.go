@@ -46,8 +46,6 @@ type jobRequest struct {
 	Pool    string
 	// Timeout is the idle timeout; 0 for none.
 	Timeout time.Duration
-	// Worker is the worker pod to prefer, "" for any.
-	Worker string
 }
 
 // runner runs jobs from the terminal: it creates each, streams its output
@@ -68,13 +66,8 @@ type runner struct {
 	user string
 }
 
-// create makes the ShellJob of req. Its origin's user is left for the API
-// server to fill in (config/policy, origin-user.yaml), so that no request
-// goes before the create. A cluster without that policy refuses the job
-// (the origin policy): the CLI then asks who it is and names the user
-// itself. Either way the cluster checks it: the CLI's own idea is not
-// trusted.
-func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.ShellJob, error) {
+// newJob is the ShellJob of req, not yet created.
+func (r *runner) newJob(req jobRequest) (*shellv1alpha1.ShellJob, error) {
 	if len(req.Command) > maxCommand {
 		return nil, errCommandTooLong
 	}
@@ -90,13 +83,28 @@ func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.She
 			Origin:  shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: r.user},
 		},
 	}
-	if req.Worker != "" {
-		sj.Annotations = map[string]string{shellv1alpha1.AnnotationPreferredWorker: req.Worker}
-	}
 	if req.Timeout > 0 {
 		s := int64(max(1, (req.Timeout+time.Second-1)/time.Second))
 		sj.Spec.IdleTimeoutSeconds = &s
 	}
+	return sj, nil
+}
+
+// create makes the ShellJob of req (createJob).
+func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.ShellJob, error) {
+	sj, err := r.newJob(req)
+	if err != nil {
+		return nil, err
+	}
+	return r.createJob(ctx, sj)
+}
+
+// createJob creates sj. Its origin's user is left for the API server to
+// fill in (config/policy, origin-user.yaml), so that no request goes
+// before the create. A cluster without that policy refuses the job (the
+// origin policy): the CLI then asks who it is and names the user itself.
+// Either way the cluster checks it: the CLI's own idea is not trusted.
+func (r *runner) createJob(ctx context.Context, sj *shellv1alpha1.ShellJob) (*shellv1alpha1.ShellJob, error) {
 	created, err := r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
 	if err != nil && r.user == "" && needsUser(err) && r.cluster.WhoAmI != nil {
 		if sj.Spec.Origin.User, err = r.cluster.WhoAmI(ctx); err != nil {
@@ -121,21 +129,25 @@ func needsUser(err error) bool {
 func (r *runner) run(ctx context.Context, req jobRequest) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sj, err := r.newJob(req)
+	if err != nil {
+		return 1, err
+	}
 	o := r.newOutput()
 	// The follow opens on the worker that ran the last job like this one,
 	// if known, before the create: the placement names the job to it. The
 	// job prefers that worker, so that it goes there if it is free.
 	var f *outputFollow
-	if pod, ok := r.cluster.LastWorkers.recall(r.cluster.Namespace, req); ok {
-		f = r.startFollow(ctx, o, pod, "", true)
-		req.Worker = pod.Name
+	if pod, ok := r.cluster.LastWorkers.recall(sj); ok {
+		f = r.startEarlyFollow(ctx, o, pod)
+		sj.Annotations = map[string]string{shellv1alpha1.AnnotationPreferredWorker: pod.Name}
 	}
-	sj, err := r.create(ctx, req)
+	created, err := r.createJob(ctx, sj)
 	if err != nil {
 		f.stop()
 		return 1, err
 	}
-	return r.attach(ctx, req, sj, o, f)
+	return r.attach(ctx, created, o, f)
 }
 
 // output is where a job's output goes: the terminal, through the renderer
@@ -171,18 +183,32 @@ type outputFollow struct {
 	whole bool
 }
 
-// startFollow follows job on pod. Early, it opens before the job is known,
-// and follows the job placed names once it is placed there.
-func (r *runner) startFollow(ctx context.Context, o *output, pod types.NamespacedName, job string, early bool) *outputFollow {
-	f := &outputFollow{pod: pod, done: make(chan struct{}), named: make(chan struct{}), job: job}
-	if !early {
-		close(f.named)
-	}
+// startFollow follows job on pod.
+func (r *runner) startFollow(ctx context.Context, o *output, pod types.NamespacedName, job string) *outputFollow {
+	f := &outputFollow{pod: pod, named: make(chan struct{}), job: job}
+	close(f.named)
+	return f.start(ctx, func(fctx context.Context) error {
+		return r.follow(fctx, pod, job, o.w, o.ended.Load)
+	})
+}
+
+// startEarlyFollow opens a follow on pod before the job is known, and
+// follows the job placed names once it is placed there.
+func (r *runner) startEarlyFollow(ctx context.Context, o *output, pod types.NamespacedName) *outputFollow {
+	f := &outputFollow{pod: pod, named: make(chan struct{})}
+	return f.start(ctx, func(fctx context.Context) error {
+		return r.followEarly(fctx, pod, f.name, o.w, o.ended.Load)
+	})
+}
+
+// start runs follow, recording how it ended.
+func (f *outputFollow) start(ctx context.Context, follow func(context.Context) error) *outputFollow {
+	f.done = make(chan struct{})
 	fctx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
 	go func() {
 		defer close(f.done)
-		err := r.followNamed(fctx, pod, f.name, early, o.w, o.ended.Load)
+		err := follow(fctx)
 		switch {
 		case err == nil:
 			f.whole = true
@@ -224,7 +250,7 @@ func (f *outputFollow) stop() {
 }
 
 // attach streams a created job to its end, through f if a follow is open.
-func (r *runner) attach(ctx context.Context, req jobRequest, sj *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
+func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
 	jobs := make(chan *shellv1alpha1.ShellJob, 1)
 	watchErr := make(chan error, 1)
 	go func() {
@@ -293,12 +319,12 @@ func (r *runner) attach(ctx context.Context, req jobRequest, sj *shellv1alpha1.S
 				pod := r.cluster.workerPod(j)
 				if f == nil || f.pod != pod {
 					f.stop()
-					f = r.startFollow(ctx, o, pod, string(j.UID), false)
+					f = r.startFollow(ctx, o, pod, string(j.UID))
 				}
 				f.placed(string(j.UID))
 				if !placed {
 					placed = true
-					r.cluster.LastWorkers.remember(r.cluster.Namespace, req, pod)
+					r.cluster.LastWorkers.remember(j, pod)
 				}
 			}
 			if !shelljob.IsFinished(j) {
@@ -352,11 +378,11 @@ type laterFollower interface {
 	FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error)
 }
 
-// followNamed is follow of the job name gives. With early, the first exec
-// opens before name answers, if the agent client can.
-func (r *runner) followNamed(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), early bool, w io.Writer, ended func() bool) error {
+// followEarly is follow of the job name gives: its first exec opens before
+// name answers, if the agent client can.
+func (r *runner) followEarly(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), w io.Writer, ended func() bool) error {
 	offset := agentapi.AwaitStart
-	if lf, ok := r.cluster.Agent.(laterFollower); ok && early {
+	if lf, ok := r.cluster.Agent.(laterFollower); ok {
 		reached, err := lf.FollowLater(ctx, pod, name, offset, w)
 		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
 			return err
@@ -383,6 +409,7 @@ func (r *runner) follow(ctx context.Context, pod types.NamespacedName, job strin
 	return r.followFrom(ctx, pod, job, agentapi.AwaitStart, w, ended)
 }
 
+// followFrom is follow from offset.
 func (r *runner) followFrom(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer, ended func() bool) error {
 	for {
 		reached, err := r.cluster.Agent.Follow(ctx, pod, job, offset, w)
