@@ -66,3 +66,36 @@ func FuzzRendererSplit(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStream checks that a Stream of any reach renders as the model whose
+// cursor-up reaches as far, however the input is split into writes.
+func FuzzStream(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, in string, cuts []byte) {
+		reach := 1
+		if len(cuts) > 0 {
+			reach += int(cuts[0] % 8)
+		}
+		var out strings.Builder
+		s := NewStream(&out, reach)
+		rest := in
+		for i := 0; rest != ""; i++ {
+			k := len(rest)
+			if i < len(cuts) {
+				k = min(k, int(cuts[i]%16))
+			}
+			s.WriteString(rest[:k])
+			rest = rest[k:]
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		want := modelReach(in, reach)
+		if !NeedsRendering(in) {
+			want = Render(in + "\r")
+		}
+		if got := out.String(); got != want {
+			t.Fatalf("Stream(%q) reach %d in pieces %v\n got %q\nwant %q", in, reach, cuts, out.String(), want)
+		}
+	})
+}

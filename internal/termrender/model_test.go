@@ -17,7 +17,11 @@ var modelToken = regexp.MustCompile(
 
 // model renders text the slow and obvious way, with every line a slice of
 // code points, for the tests to compare the Renderer with.
-func model(text string) string {
+func model(text string) string { return modelReach(text, 0) }
+
+// modelReach is model with a cursor-up that reaches at most reach lines
+// above the last line, as a Stream's does; 0 is no bound.
+func modelReach(text string, reach int) string {
 	if !NeedsRendering(text) {
 		return text
 	}
@@ -75,7 +79,11 @@ func model(text string) string {
 					n, _ = strconv.Atoi("0" + params)
 				}
 				if final == 'A' {
-					row = max(0, row-max(n, 1))
+					top := 0
+					if reach > 0 {
+						top = max(0, len(lines)-1-reach)
+					}
+					row = max(top, row-max(n, 1))
 					continue
 				}
 				ln := lines[row]

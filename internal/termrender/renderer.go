@@ -75,6 +75,10 @@ type Renderer struct {
 	// shared says that String returned buf's bytes as they are, so buf must
 	// be copied before any of them changes.
 	shared bool
+
+	// reach, when positive, bounds a cursor-up to reach lines above the last
+	// line (a Stream's).
+	reach int
 }
 
 // A line is the text of a line that lives outside Renderer.buf: its first
@@ -421,7 +425,7 @@ func (r *Renderer) csi(final byte) {
 	}
 	switch final {
 	case 'A':
-		r.row = max(0, r.row-max(r.param, 1))
+		r.row = max(r.top(), r.row-max(r.param, 1))
 	case 'K':
 		if r.param <= 2 {
 			r.erase(r.param)
