@@ -22,6 +22,7 @@ import (
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/liveoutput"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -836,3 +837,59 @@ func TestGetFilesOfAStoppedDaemon(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// FollowText makes the final text of an ended job in the agent: escaped,
+// rendered when asked, the not-kept line in place, framed with keepalives
+// while the output waits.
+func TestFollowText(t *testing.T) {
+	d := startDaemon(t, "--follow-keepalive", "100ms")
+	d.start("quiet", `sleep 0.5; printf done`, false)
+	var wire utiltesting.SyncBuffer
+	if err := d.c.FollowText(ctxFor(t, waitLong), "quiet", agentapi.TextRendered, &wire); err != nil {
+		t.Fatal(err)
+	}
+	if want := agentapi.TextMagic + "d 0\n"; !strings.HasPrefix(wire.String(), want) {
+		t.Errorf("the stream starts %q, want %q: a keepalive while the command sleeps", wire.String(), want)
+	}
+
+	d.start("text", `printf 'a\xff\x1b[31mred\x1b[0m\rR\n'; printf '10%%\r50%%\r100%%\n'; head -c 40M /dev/zero | tr '\0' 'x'; printf '\nend\xe2\x82'`, false)
+	e := d.exited("text")
+	wire = utiltesting.SyncBuffer{}
+	if err := d.c.FollowText(ctxFor(t, waitLong), "text", agentapi.TextRendered, &wire); err != nil {
+		t.Fatal(err)
+	}
+	var rendered strings.Builder
+	if err := agentapi.ReadText(strings.NewReader(wire.String()), agentapi.TextRendered, &rendered); err != nil {
+		t.Fatal(err)
+	}
+	gap := agentapi.GapLine(e.DroppedBytes)
+	head, tail, ok := strings.Cut(rendered.String(), gap)
+	if !ok {
+		t.Fatalf("no %q in the %d bytes of text", gap, rendered.Len())
+	}
+	if want := "R\\xffred\n100%\n"; !strings.HasPrefix(head, want) {
+		t.Errorf("text starts %q, want %q", head[:min(len(head), 40)], want)
+	}
+	if want := "\nend\\xe2\\x82"; !strings.HasSuffix(tail, want) {
+		t.Errorf("text ends %q, want %q", tail[max(0, len(tail)-40):], want)
+	}
+
+	var escaped strings.Builder
+	if err := d.c.FollowText(ctxFor(t, waitLong), "text", agentapi.TextEscaped, &escaped); err != nil {
+		t.Fatal(err)
+	}
+	var plain strings.Builder
+	if err := agentapi.ReadText(strings.NewReader(escaped.String()), agentapi.TextEscaped, &plain); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a\\xff\x1b[31mred\x1b[0m\rR\n"; !strings.HasPrefix(plain.String(), want) {
+		t.Errorf("escaped text starts %q, want %q", plain.String()[:min(plain.Len(), 40)], want)
+	}
+	var raw bytes.Buffer
+	if _, err := d.c.Follow(ctxFor(t, waitLong), "text", 0, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if want := liveoutput.DecodeEscape(raw.Bytes()); plain.String() != want {
+		t.Errorf("escaped text: %d bytes, want the follow's %d, escaped", plain.Len(), len(want))
+	}
+}

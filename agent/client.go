@@ -186,6 +186,28 @@ func (c *Client) FollowFrames(ctx context.Context, job string, offset int64, w i
 	return ctxErr(ctx)
 }
 
+// FollowText writes the job's final text stream in mode to w
+// (agentapi.TextMagic): its output from the start, escaped and rendered
+// here, in this process, as the follow comes.
+func (c *Client) FollowText(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) error {
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job}, nil, watch)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	text := agentapi.NewTextWriter(watch.Writer(w), mode)
+	_, err = agentapi.DecodeFollow(st.r, 0, text, text.Keepalive)
+	if err == nil {
+		err = text.End()
+	}
+	if err != nil {
+		return streamEnd(ctx, err, "follow")
+	}
+	return ctxErr(ctx)
+}
+
 // Follow copies the job's output from offset to w; see agentapi.Client.
 func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
 	ctx, watch := c.watch(ctx)

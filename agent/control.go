@@ -185,12 +185,18 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 // End. Only a failed write to w is returned.
 func (c *Client) followTo(ctx context.Context, w *controlWriter, req agentapi.ControlRequest) error {
 	var werr error
-	err := c.FollowFrames(ctx, req.Job, req.Offset, writerFunc(func(p []byte) (int, error) {
+	data := writerFunc(func(p []byte) (int, error) {
 		if werr = w.send(agentapi.ControlMessage{ID: req.ID, Data: p}); werr != nil {
 			return 0, werr
 		}
 		return len(p), nil
-	}))
+	})
+	var err error
+	if req.Text != "" {
+		err = c.FollowText(ctx, req.Job, req.Text, data)
+	} else {
+		err = c.FollowFrames(ctx, req.Job, req.Offset, data)
+	}
 	if werr != nil {
 		return werr
 	}

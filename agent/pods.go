@@ -63,6 +63,18 @@ func (p Pods) Follow(ctx context.Context, pod types.NamespacedName, job string, 
 	return n, nil
 }
 
+// FollowText implements agentapi.Client, through the text stream the
+// agent's client makes, as over an exec.
+func (p Pods) FollowText(ctx context.Context, pod types.NamespacedName, job string, mode agentapi.TextMode, w io.Writer) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(p.client(pod).FollowText(ctx, job, mode, pw)) }()
+	defer pr.Close()
+	if err := agentapi.ReadText(pr, mode, w); err != nil {
+		return fmt.Errorf("follow text of %s in %s: %w", job, pod, err)
+	}
+	return nil
+}
+
 // PutFiles implements agentapi.Client.
 func (p Pods) PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error {
 	if err := p.client(pod).PutFiles(ctx, job, tar); err != nil {

@@ -314,6 +314,10 @@ func (a *fakeAgent) Follow(context.Context, types.NamespacedName, string, int64,
 	return 0, errors.New("fake agent: Follow is not used by the operator")
 }
 
+func (a *fakeAgent) FollowText(context.Context, types.NamespacedName, string, agentapi.TextMode, io.Writer) error {
+	return errors.New("fake agent: FollowText is not used by the operator")
+}
+
 func (a *fakeAgent) PutFiles(context.Context, types.NamespacedName, string, io.Reader) error {
 	return errors.New("fake agent: PutFiles is not used by the operator")
 }

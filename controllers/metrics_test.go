@@ -171,6 +171,10 @@ func (a errAgent) Follow(context.Context, types.NamespacedName, string, int64, i
 	return 0, a.err
 }
 
+func (a errAgent) FollowText(context.Context, types.NamespacedName, string, agentapi.TextMode, io.Writer) error {
+	return a.err
+}
+
 func (a errAgent) PutFiles(context.Context, types.NamespacedName, string, io.Reader) error {
 	return a.err
 }

@@ -29,7 +29,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent signal --job J --signal INT|TERM|KILL
        shelljob-agent stop --job J [--step 2s]   INT, TERM, KILL, a step apart
        shelljob-agent events [--watch-stdin]
-       shelljob-agent follow --job J|- [--offset N|-1] [--framed] [--watch-stdin]   -1: await the start; -: J on stdin
+       shelljob-agent follow --job J|- [--offset N|-1] [--framed|--text=escaped|rendered] [--watch-stdin]   -1: await the start; -: J on stdin
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
        shelljob-agent ping                   exit 0 once the daemon answers
@@ -299,6 +299,7 @@ func follow(e *env, args []string) error {
 	fs := e.jobFlags()
 	offset := fs.Int64("offset", 0, "the byte offset to follow from")
 	framed := fs.Bool("framed", false, "write the framed follow stream")
+	text := fs.String("text", "", "write the final text stream from the start: escaped or rendered")
 	watch := fs.Bool("watch-stdin", false, "end when stdin closes")
 	c, err := e.parseJob(args)
 	if err != nil {
@@ -306,6 +307,14 @@ func follow(e *env, args []string) error {
 	}
 	if *offset < 0 && *offset != agentapi.AwaitStart {
 		return usageError{fmt.Errorf("negative --offset %d", *offset)}
+	}
+	mode := agentapi.TextMode(*text)
+	switch {
+	case *text == "":
+	case !mode.Valid():
+		return usageError{fmt.Errorf("--text %q: want %s or %s", *text, agentapi.TextEscaped, agentapi.TextRendered)}
+	case *offset != 0:
+		return usageError{fmt.Errorf("--text follows from the start, not --offset %d", *offset)}
 	}
 	if e.job == agentapi.JobFromStdin {
 		job, rest, err := readJob(e.stdin)
@@ -319,6 +328,9 @@ func follow(e *env, args []string) error {
 	}
 	ctx, cancel := e.context(*watch)
 	defer cancel()
+	if *text != "" {
+		return c.FollowText(ctx, e.job, mode, e.stdout)
+	}
 	if *framed {
 		return c.FollowFrames(ctx, e.job, *offset, e.stdout)
 	}

@@ -63,7 +63,8 @@ const ProtocolVersion = 2
 //	           --watch-stdin) or the daemon ends.
 //	follow     --job --offset; stdout: the follow stream (FollowMagic and
 //	           frames) with --framed, else the raw output with the
-//	           not-kept lines.
+//	           not-kept lines; with --text, the final text stream
+//	           (TextMagic and frames) from the start.
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
 //	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
@@ -297,6 +298,11 @@ type Client interface {
 	// idle limit is cut with an error that wraps ErrStreamIdle: follow
 	// again from the offset returned. PutFiles and GetFiles are cut so too.
 	Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error)
+	// FollowText writes to w the job's output from its start as its final
+	// shows it, in mode (see TextMagic), made in the pod: once the job has
+	// ended, the whole of it. It returns once the output is closed. A cut
+	// stream is not resumed: read it again from the start.
+	FollowText(ctx context.Context, pod types.NamespacedName, job string, mode TextMode, w io.Writer) error
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.
 	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
@@ -317,6 +323,10 @@ type ControlRequest struct {
 	Signal Signal        `json:"signal,omitempty"`
 	// Offset is a follow's, as follow's --offset (AwaitStart included).
 	Offset int64 `json:"offset,omitempty"`
+	// Text asks a follow for the job's final text stream, as follow's
+	// FlagText; Offset is then 0. An older agent ignores it and sends the
+	// follow stream: ReadText reads either.
+	Text TextMode `json:"text,omitempty"`
 }
 
 // OpCancel ends the follow of the request's ID.

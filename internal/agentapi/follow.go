@@ -63,17 +63,18 @@ type FollowSink interface {
 // FrameWriter writes a framed follow stream.
 type FrameWriter struct {
 	w       io.Writer
+	magic   string
 	started bool
 }
 
 // NewFrameWriter returns a FrameWriter that writes to w. FollowMagic goes
 // out with the first frame.
-func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
+func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w, magic: FollowMagic} }
 
 func (f *FrameWriter) header(kind byte, n int64) error {
 	var b []byte
 	if !f.started {
-		b = append(b, FollowMagic...)
+		b = append(b, f.magic...)
 		f.started = true
 	}
 	b = append(b, kind, ' ')
@@ -125,16 +126,27 @@ func (t TextSink) AfterStop(n int64) error {
 // to w as TextSink does, and returns the offset reached. It returns nil
 // once the e frame came, and io.ErrUnexpectedEOF for a stream cut before.
 func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
+	return DecodeFollow(r, offset, TextSink{W: w}, nil)
+}
+
+// DecodeFollow is ReadFollow into sink. keepalive, when set, is called for
+// each keepalive frame, which sink never sees.
+func DecodeFollow(r io.Reader, offset int64, sink FollowSink, keepalive func() error) (int64, error) {
+	return decodeFrames(r, FollowMagic, offset, sink, keepalive)
+}
+
+// decodeFrames reads a framed stream that starts with magic.
+func decodeFrames(r io.Reader, magic string, offset int64, sink FollowSink, keepalive func() error) (int64, error) {
 	offset = max(offset, 0) // AwaitStart follows from 0
 	br := bufio.NewReaderSize(r, 64<<10)
-	magic := make([]byte, len(FollowMagic))
-	if _, err := io.ReadFull(br, magic); err != nil {
+	got := make([]byte, len(magic))
+	if _, err := io.ReadFull(br, got); err != nil {
 		return offset, unexpected(err)
 	}
-	if string(magic) != FollowMagic {
-		return offset, fmt.Errorf("follow stream starts with %q: %w", magic, ErrProtocol)
+	if string(got) != magic {
+		return offset, fmt.Errorf("stream starts with %q, not %q: %w", got, magic, ErrProtocol)
 	}
-	sink := TextSink{W: w}
+	data := make([]byte, 32<<10)
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
@@ -149,10 +161,23 @@ func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
 		}
 		switch line[0] {
 		case 'd':
-			m, err := io.CopyN(w, br, n)
-			offset += m
-			if err != nil {
-				return offset, unexpected(err)
+			if n == 0 && keepalive != nil {
+				if err := keepalive(); err != nil {
+					return offset, err
+				}
+			}
+			for n > 0 {
+				k, err := io.ReadFull(br, data[:min(n, int64(len(data)))])
+				if k > 0 {
+					if err := sink.Data(data[:k]); err != nil {
+						return offset, err
+					}
+				}
+				offset += int64(k)
+				n -= int64(k)
+				if err != nil {
+					return offset, unexpected(err)
+				}
 			}
 		case 'g':
 			if err := sink.Gap(n); err != nil {

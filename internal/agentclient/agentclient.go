@@ -405,6 +405,36 @@ func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job s
 	return reached, fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, r.readErr)
 }
 
+// FollowText implements agentapi.Client. An agent older than
+// agentapi.FlagText has its follow made into the text here.
+func (c *Client) FollowText(ctx context.Context, pod types.NamespacedName, job string, mode agentapi.TextMode, w io.Writer) error {
+	if ch := c.channel(pod); ch != nil {
+		if ok, err := ch.followText(ctx, job, mode, w); ok {
+			return err
+		}
+	}
+	if c.share {
+		c.shareFollows(pod)
+	}
+	cw := &countingWriter{w: w}
+	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job), flag(agentapi.FlagText, string(mode)), agentapi.FlagWatchStdin)
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	streamErr, readErr := c.stream(ctx, pod, cmd, watch, func(r io.Reader) error { return agentapi.ReadText(r, mode, cw) })
+	switch {
+	case readErr == nil:
+		return nil
+	case errors.Is(streamErr, agentapi.ErrUsage) && cw.n == 0:
+		return agentapi.TextOfFollow(func(w io.Writer) error {
+			_, err := c.Follow(ctx, pod, job, 0, w)
+			return err
+		}, mode, w)
+	case streamErr != nil:
+		return streamErr
+	}
+	return fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, readErr)
+}
+
 // PutFiles implements agentapi.Client.
 func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error {
 	ctx, watch := c.watch(ctx)

@@ -259,55 +259,88 @@ type followStream struct {
 // is false when it must go through a one-shot exec: the channel went down
 // before any of it came.
 func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Writer) (reached int64, ok bool, err error) {
+	reached = offset
+	ok, err = ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Offset: offset}, func(r io.Reader) (bool, error) {
+		var err error
+		reached, err = agentapi.ReadFollow(r, offset, w)
+		return reached > max(offset, 0), err
+	})
+	return reached, ok, err
+}
+
+// followText is follow of the job's final text stream in mode.
+func (ch *channel) followText(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) (ok bool, err error) {
+	cw := &countingWriter{w: w}
+	return ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Text: mode}, func(r io.Reader) (bool, error) {
+		err := agentapi.ReadText(r, mode, cw)
+		return cw.n > 0, err
+	})
+}
+
+// stream sends req, a follow, and reads its stream with read, which tells
+// whether anything of it reached the caller.
+func (ch *channel) stream(ctx context.Context, req agentapi.ControlRequest, read func(io.Reader) (moved bool, err error)) (ok bool, err error) {
 	wctx, watch := idle.New(ctx, ch.idle, idleError(ch.idle))
 	defer watch.Stop()
 	pr, pw := io.Pipe()
 	ch.mu.Lock()
 	if ch.closed {
 		ch.mu.Unlock()
-		return offset, false, nil
+		return false, nil
 	}
 	ch.next++
-	id := ch.next
-	ch.streams[id] = &followStream{pw: pw, w: watch.Writer(pw)}
+	req.ID = ch.next
+	ch.streams[req.ID] = &followStream{pw: pw, w: watch.Writer(pw)}
 	ch.used = time.Now()
 	ch.mu.Unlock()
-	line, err := json.Marshal(agentapi.ControlRequest{ID: id, Op: agentapi.CmdFollow, Job: job, Offset: offset})
+	line, err := json.Marshal(req)
 	if err != nil {
-		return offset, true, err
+		return true, err
 	}
 	select {
 	case ch.out <- append(line, '\n'):
 	case <-ch.done:
-		return offset, false, nil
+		return false, nil
 	case <-wctx.Done():
-		return ch.followCut(ctx, wctx, id, job, offset)
+		return ch.followCut(ctx, wctx, req.ID, req.Job)
 	}
 	stop := context.AfterFunc(wctx, func() { pr.CloseWithError(context.Cause(wctx)) })
 	defer stop()
-	reached, err = agentapi.ReadFollow(pr, offset, w)
+	moved, err := read(pr)
 	pr.Close()
 	switch {
 	case err == nil:
-		return reached, true, nil
+		return true, nil
 	case wctx.Err() != nil:
-		return ch.followCut(ctx, wctx, id, job, reached)
-	case errors.Is(err, errChannelDown) && reached <= max(offset, 0):
-		return offset, false, nil
+		return ch.followCut(ctx, wctx, req.ID, req.Job)
+	case errors.Is(err, errChannelDown) && !moved:
+		return false, nil
 	}
-	return reached, true, err
+	return true, err
 }
 
 // followCut ends a follow whose context ended: the caller's, or the idle
 // watch's, which cuts the channel.
-func (ch *channel) followCut(ctx, wctx context.Context, id uint64, job string, reached int64) (int64, bool, error) {
+func (ch *channel) followCut(ctx, wctx context.Context, id uint64, job string) (bool, error) {
 	if ctx.Err() != nil {
 		ch.cancelStream(id)
-		return reached, true, ctx.Err()
+		return true, ctx.Err()
 	}
 	cause := context.Cause(wctx)
 	ch.cut(fmt.Errorf("follow of %s: %w", job, cause))
-	return reached, true, fmt.Errorf("agent follow of %s in pod %s: %w", job, ch.pod, cause)
+	return true, fmt.Errorf("agent follow of %s in pod %s: %w", job, ch.pod, cause)
+}
+
+// countingWriter counts what it writes to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // cancelStream asks the agent to end a follow its reader left.

@@ -293,3 +293,52 @@ func TestSharedFollowsOldAgent(t *testing.T) {
 		t.Errorf("execs: %q", calls)
 	}
 }
+
+// TestFollowText: the final text comes made by the agent, over an exec or
+// the shared channel; an agent older than the text stream has its follow
+// made into the same text here.
+func TestFollowText(t *testing.T) {
+	const want = "R\\xffred\n100%"
+	for name, refuse := range map[string]map[string]int{
+		"new agent": nil,
+		"old agent": {agentapi.CmdFollow + " " + agentapi.FlagText: agentapi.ExitUsage, agentapi.CmdControl: agentapi.ExitUsage},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := startDaemon(t)
+			srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+			f.refuse = refuse
+			c := newClient(t, srv.URL, Options{ShareFollows: true})
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			defer cancel()
+			if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "t1", Command: `printf 'a\xff\x1b[31mred\x1b[0m\rR\n10%%\r100%%'`}); err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			if err := c.FollowText(ctx, pod, "t1", agentapi.TextRendered, &out); err != nil || out.String() != want {
+				t.Fatalf("first: %v, %q, want %q", err, out.String(), want)
+			}
+			calls := f.ran()
+			if refuse == nil {
+				for !c.ChannelUp(pod) {
+					select {
+					case <-ctx.Done():
+						t.Fatal("no channel after the first follow")
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				calls = f.ran()
+			}
+			out.Reset()
+			if err := c.FollowText(ctx, pod, "t1", agentapi.TextRendered, &out); err != nil || out.String() != want {
+				t.Errorf("second: %v, %q, want %q", err, out.String(), want)
+			}
+			more := f.ran()[len(calls):]
+			switch {
+			case refuse == nil && len(more) != 0:
+				t.Errorf("execs with the channel up: %q", more)
+			case refuse != nil && count(more, agentapi.CmdFollow) != 2:
+				t.Errorf("execs of an old agent's second text: %q, want its refusal and a follow", more)
+			}
+		})
+	}
+}

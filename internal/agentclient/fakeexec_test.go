@@ -43,8 +43,8 @@ func startDaemon(t *testing.T, extra ...string) string {
 type fakeExec struct {
 	t    *testing.T
 	pods map[string]string // namespace/name -> spool dir
-	// refuse answers these subcommands with this exit code, as an older
-	// agent does.
+	// refuse answers these subcommands, or a subcommand given a flag
+	// ("follow --text"), with this exit code, as an older agent does.
 	refuse map[string]int
 	// flags are added to these subcommands' command lines.
 	flags map[string][]string
@@ -132,6 +132,12 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, command[1])
 	code, refused := f.refuse[command[1]]
+	for _, arg := range command[2:] {
+		name, _, _ := strings.Cut(arg, "=")
+		if c, ok := f.refuse[command[1]+" "+name]; ok {
+			code, refused = c, true
+		}
+	}
 	args := slices.Concat(command[1:], f.flags[command[1]])
 	hold := f.holdEnd[command[1]]
 	f.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"shelljob.dev/shelljob/internal/termrender"
 )
 
 func isContinuation(c byte) bool { return c&0xC0 == 0x80 }
@@ -172,4 +174,29 @@ func (e *Escaper) put(p []byte) error {
 	}
 	_, err := io.WriteString(e.W, DecodeEscape(p))
 	return err
+}
+
+// NewFinalWriter returns a writer that writes to w what a final shows of
+// the output written to it, in any pieces: each byte that is not UTF-8 as
+// a \xNN escape (Escaper) and, with render, the text rendered as a
+// termrender.Stream renders it, whose held lines are bounded. Its Close
+// writes the end.
+func NewFinalWriter(w io.Writer, render bool) io.WriteCloser {
+	if !render {
+		return &Escaper{W: w}
+	}
+	s := termrender.NewStream(w, termrender.DefaultReach)
+	return finalWriter{Escaper: &Escaper{W: s}, stream: s}
+}
+
+type finalWriter struct {
+	*Escaper
+	stream *termrender.Stream
+}
+
+func (f finalWriter) Close() error {
+	if err := f.Escaper.Close(); err != nil {
+		return err
+	}
+	return f.stream.Close()
 }
