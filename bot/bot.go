@@ -80,6 +80,11 @@ type Config struct {
 	// the spool again. Each job keeps its preview's window besides.
 	// Defaults to DefaultOutputMemory; negative keeps none.
 	OutputMemory int64
+	// FinalMemory is how many bytes the finals being delivered hold, all
+	// together: a final's output streams from the agent's spool into its
+	// upload, and a final waits for room before it starts. Defaults to
+	// DefaultFinalMemory.
+	FinalMemory int64
 }
 
 // DefaultOutputMemory keeps the output starts of 64 jobs.
@@ -105,15 +110,9 @@ type Bot struct {
 	// followers are the jobs' output followers; each pump starts and
 	// stops its own.
 	followers *followers.Set
-	// bigFinals holds a slot for each final whose long output is read
-	// again from the spool: it bounds the reads the bot asks of the agents
-	// at once, and the outputs held rendered.
-	bigFinals chan struct{}
+	// finalMemory is the memory the finals being delivered share.
+	finalMemory *finalMemory
 }
-
-// maxBigFinals is how many finals read their long output again from the
-// spool at once.
-const maxBigFinals = 2
 
 // New returns a Bot.
 func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
@@ -130,8 +129,11 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.OutputMemory == 0 {
 		cfg.OutputMemory = DefaultOutputMemory
 	}
+	if cfg.FinalMemory <= 0 {
+		cfg.FinalMemory = DefaultFinalMemory
+	}
 	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
-		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), bigFinals: make(chan struct{}, maxBigFinals)}
+		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), finalMemory: newFinalMemory(cfg.FinalMemory)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}
@@ -197,7 +199,16 @@ func (b *Bot) pumpCtx() context.Context {
 // ShutdownTimeout for their finals. Jobs that arrive meanwhile are stopped
 // before they run. It returns how many were not delivered in time.
 func (b *Bot) Shutdown() int {
-	left := b.registry.StopAll(shellv1alpha1.StopReasonShutdown, b.cfg.Clock.After(ShutdownTimeout))
+	wait := b.cfg.Clock.After(ShutdownTimeout)
+	b.registry.Close()
+	ctx, cancel := context.WithTimeout(b.pumpCtx(), ShutdownTimeout)
+	defer cancel()
+	for _, j := range b.registry.All() {
+		if _, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonShutdown); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a job: the bot is going offline", "job", j.Name)
+		}
+	}
+	left := b.registry.WaitAll(wait)
 	if left > 0 {
 		b.cfg.Log.Info("Jobs not delivered before the shutdown timeout", "jobs", left)
 	}
@@ -272,7 +283,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) error {
 	case command.AA:
 		return b.startChatJob(ctx, m, c.Arg, shellv1alpha1.ModeDirect)
 	case command.K:
-		return b.reply(ctx, m, b.killText(m, c.Arg, ".k"))
+		return b.reply(ctx, m, b.killText(ctx, m, c.Arg, ".k"))
 	case command.X, command.XF, command.SBB:
 		return b.restartPool(ctx, m)
 	case command.Help:
@@ -305,7 +316,7 @@ Each also works as @%[1]s CMD; in a guest chat, @%[1]s .a CMD and @%[1]s .k.`, p
 func (b *Bot) HandleCallback(ctx context.Context, cb Callback) error {
 	switch {
 	case strings.HasPrefix(cb.Data, "shk:"):
-		return b.tg.AnswerCallback(ctx, cb.QueryID, b.stopPress(cb))
+		return b.tg.AnswerCallback(ctx, cb.QueryID, b.stopPress(ctx, cb))
 	case strings.HasPrefix(cb.Data, settings.DataPrefix):
 		return b.settingsPress(ctx, cb)
 	default:
@@ -314,12 +325,18 @@ func (b *Bot) HandleCallback(ctx context.Context, cb Callback) error {
 }
 
 // HandleDraftStop stops the job whose draft in user's private chat the
-// user stopped.
-func (b *Bot) HandleDraftStop(_ context.Context, user, randomID int64) {
+// user stopped. A draft's Stop gets no answer: a stop that fails is said
+// in the chat.
+func (b *Bot) HandleDraftStop(ctx context.Context, user, randomID int64) {
 	if !b.isAdmin(user) {
 		return
 	}
 	if j := b.registry.ByDraft(user, randomID); j != nil {
-		j.Cancel(shellv1alpha1.StopReasonUser)
+		if _, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a job from its draft", "job", j.Name)
+			if _, err := b.tg.SendText(ctx, Chat{ID: j.Chat}, j.CommandMsg, texts.StopFailed(j.Number(), err), false, nil); err != nil {
+				b.cfg.Log.Error(err, "Could not say that a stop failed", "job", j.Name)
+			}
+		}
 	}
 }

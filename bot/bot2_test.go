@@ -19,8 +19,10 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -564,6 +566,13 @@ func (c *crasher) GetFiles(ctx context.Context, pod types.NamespacedName, job st
 	return c.Cluster.GetFiles(ctx, pod, job, w)
 }
 
+func (c *crasher) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
+	if err := c.hang(ctx, "FollowText"); err != nil {
+		return err
+	}
+	return c.Cluster.FollowText(ctx, sj, mode, w)
+}
+
 func (c *crasher) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
 	if err := c.hang(ctx, "PutFiles"); err != nil {
 		return err
@@ -612,6 +621,25 @@ func TestOutputFilesAtMostOnce(t *testing.T) {
 	})
 	if n := crash.calls.Load(); n != 1 {
 		t.Errorf("the files were asked for %d times", n)
+	}
+}
+
+// A bot that died delivering a final (here, while it read a long output
+// again) sends it in its small form after its restart: how the job ended,
+// and the note, without reading the output again.
+func TestFinalAtMostOnce(t *testing.T) {
+	crash := &crasher{at: "FollowText"}
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { crash.Cluster = c; return crash }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a head -c 300000 /dev/zero | tr '\0' y; exit 3`)
+	crash.crashed(t)
+	e.restart()
+	want := preview.Final("", 3, true, preview.NotStopped, texts.FinalNotSent)
+	e.wait(since, "the small final", func(ev faketg.Event) bool {
+		return (sendTo(e.group, m.ID)(ev) || ev.Kind == faketg.Edit) && ev.Text == want
+	})
+	if n := crash.calls.Load(); n != 1 {
+		t.Errorf("the output was read again %d times", n)
 	}
 }
 
@@ -763,7 +791,7 @@ type stopOrder struct {
 	names []string
 }
 
-func (s *stopOrder) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error {
+func (s *stopOrder) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
 	s.mu.Lock()
 	s.names = append(s.names, name)
 	s.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // ErrJobExists is wrapped by a Submit whose command already has its job:
@@ -32,9 +34,10 @@ type JobWatcher interface {
 
 // JobStopper asks jobs to stop.
 type JobStopper interface {
-	// Stop sets spec.stop with reason. A job already stopped keeps its
-	// first reason.
-	Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error
+	// Stop asks the job to stop with reason, as shelljob.Stop does, and
+	// returns the outcome and the job as the API server has it now (nil
+	// for a job that is gone).
+	Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error)
 }
 
 // HoldReleaser lets a held job start.
@@ -75,6 +78,10 @@ type OutputFollower interface {
 	// not the one the job ran on (a replacement that took its name), or
 	// when it is gone, with an error wrapping ErrWorkerGone.
 	Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error)
+	// FollowText writes the job's output from its start to w as its final
+	// shows it, in mode, made by the agent (agentapi.Client.FollowText),
+	// from the same worker as Follow, with the same errors.
+	FollowText(ctx context.Context, job *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error
 }
 
 // FileMover moves a job's $SHELLJOB_OUT files, as agentapi.Client does.

@@ -71,6 +71,14 @@ func heapInUse() int64 {
 	return int64(ms.HeapInuse)
 }
 
+// FollowText is the agent's text of Follow's output from 0.
+func (f *flood) FollowText(ctx context.Context, job *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
+	return agentapi.TextOfFollow(func(w io.Writer) error {
+		_, err := f.Follow(ctx, job, 0, w)
+		return err
+	}, mode, w)
+}
+
 func (f *flood) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
 	f.mu.Lock()
 	f.follows++
@@ -137,6 +145,11 @@ func (c *countedFollows) Follow(ctx context.Context, job *shellv1alpha1.ShellJob
 		c.fromStart.Add(1)
 	}
 	return c.Cluster.Follow(ctx, job, offset, w)
+}
+
+func (c *countedFollows) FollowText(ctx context.Context, job *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
+	c.fromStart.Add(1)
+	return c.Cluster.FollowText(ctx, job, mode, w)
 }
 
 // Jobs share the bot's output memory: a job that finds it spent keeps only

@@ -14,28 +14,22 @@ import (
 )
 
 // stopText stops j as .k does and says what it did.
-func stopText(j *jobs.Job) string {
-	n := j.Number()
-	switch out := j.Cancel(shellv1alpha1.StopReasonUser); out {
-	case jobs.OutcomeStopping, jobs.OutcomeNotStarted:
-		return texts.Stopping(n)
-	case jobs.OutcomeAlreadyStopping:
-		return texts.AlreadyStopping(n)
-	case jobs.OutcomeFinished:
-		return texts.AlreadyEnded(n)
-	default:
-		panic(fmt.Sprintf("bot: unknown outcome %d", out))
+func (b *Bot) stopText(ctx context.Context, j *jobs.Job) string {
+	out, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser)
+	if err != nil {
+		return texts.StopFailed(j.Number(), err)
 	}
+	return out.Text(j.Number())
 }
 
 // killText runs a .k: m is the message (its ReplyTo counts in a chat),
 // guest the guest chat's key for @bot .k there, kill the command's name in
 // the lists and the usage line.
-func (b *Bot) killText(m Message, arg, kill string) string {
-	return b.kill(m.Chat.ID, m.From, "", m.ReplyTo, arg, kill)
+func (b *Bot) killText(ctx context.Context, m Message, arg, kill string) string {
+	return b.kill(ctx, m.Chat.ID, m.From, "", m.ReplyTo, arg, kill)
 }
 
-func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill string) string {
+func (b *Bot) kill(ctx context.Context, chat, caller int64, guest string, replyTo int, arg, kill string) string {
 	running := jobs.Unfinished(b.registry.Visible(chat, caller, guest))
 	form, n := command.ParseKill(arg)
 	if replyTo != 0 && form == command.KillAlone && guest == "" {
@@ -43,7 +37,7 @@ func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill stri
 		if j == nil || j.State() == jobs.Ended {
 			return texts.NoRunningInReply
 		}
-		return stopText(j)
+		return b.stopText(ctx, j)
 	}
 	switch form {
 	case command.KillAlone:
@@ -51,14 +45,14 @@ func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill stri
 		case 0:
 			return texts.NoRunning
 		case 1:
-			return stopText(running[0])
+			return b.stopText(ctx, running[0])
 		default:
 			return texts.SeveralRunning(kill) + "\n" + b.listLines(running)
 		}
 	case command.KillNumber:
 		for _, j := range running {
 			if j.Number() == n {
-				return stopText(j)
+				return b.stopText(ctx, j)
 			}
 		}
 		return texts.NoSuchJob(n)
@@ -78,7 +72,7 @@ func (b *Bot) kill(chat, caller int64, guest string, replyTo int, arg, kill stri
 			}
 		}
 		for _, i := range append(waiting, started...) {
-			lines[i] = stopText(running[i])
+			lines[i] = b.stopText(ctx, running[i])
 		}
 		return strings.Join(lines, "\n")
 	case command.KillList:
@@ -127,7 +121,7 @@ func age(s float64) string {
 }
 
 // stopPress answers a Stop button: the toast text.
-func (b *Bot) stopPress(cb Callback) string {
+func (b *Bot) stopPress(ctx context.Context, cb Callback) string {
 	if !b.isAdmin(cb.From) {
 		return texts.OnlyAdmins
 	}
@@ -146,7 +140,7 @@ func (b *Bot) stopPress(cb Callback) string {
 	if p, _ := j.Preview(); j.Chat != cb.Chat.ID || p != cb.MsgID {
 		return texts.AlreadyEnded(n)
 	}
-	return stopText(j)
+	return b.stopText(ctx, j)
 }
 
 // restartPool answers .x, .xf and .sbb: it restarts the shell pool and

@@ -44,10 +44,10 @@ func GoOffline(ctx context.Context, c OfflineCluster, log logr.Logger) (int, err
 				continue
 			}
 			left++
-			if shelljob.IsFinished(&sj) || sj.Spec.Stop {
-				continue
+			if shelljob.DecideStop(&sj) == shelljob.StopAlreadyEnded || shelljob.DecideStop(&sj) == shelljob.StopAlreadyRequested {
+				continue // no call for a job that needs none
 			}
-			if err := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonShutdown); err != nil {
+			if _, _, err := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonShutdown); err != nil {
 				log.Error(err, "Could not stop a job", "job", sj.Name)
 				continue
 			}

@@ -199,12 +199,7 @@ func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 	if j.Created.IsZero() {
 		j.Created = b.cfg.Clock.Now()
 	}
-	name := sj.Name
-	job := jobs.New(j, func(reason shellv1alpha1.StopReason) {
-		if err := b.cluster.Stop(b.pumpCtx(), name, reason); err != nil {
-			b.cfg.Log.Error(err, "Could not stop a job", "job", name)
-		}
-	})
+	job := jobs.New(j)
 	job.Observe(sj)
 	return job
 }
@@ -213,7 +208,12 @@ func (b *Bot) newJob(sj *shellv1alpha1.ShellJob, j jobs.Info) *jobs.Job {
 func (b *Bot) launch(r *run) {
 	r.buf = liveoutput.New(liveoutput.Options{HeadBytes: keptBytes, TailBytes: liveoutput.DefaultPreviewBytes, Budget: b.outputMemory})
 	b.pumps.Add(1)
-	b.registry.Register(r.job)
+	if b.registry.Register(r.job) {
+		// Created as the shutdown began: stopped before it runs.
+		if _, err := b.stopJob(b.pumpCtx(), r.job, shellv1alpha1.StopReasonShutdown); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a job: the bot is going offline", "job", r.job.Name)
+		}
+	}
 	go func() {
 		defer b.pumps.Done()
 		r.pump(b.pumpCtx())
@@ -233,7 +233,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 	}
 	key := "g" + strconv.FormatInt(q.Chat, 10)
 	if c.Kind == command.K {
-		_, err := b.tg.GuestAnswer(ctx, q.QueryID, b.kill(0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, b.kill(ctx, 0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
 		return err
 	}
 	if strings.ContainsRune(c.Arg, 0) {
@@ -343,7 +343,7 @@ func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob) strin
 		}
 		return ""
 	}
-	if err := b.cluster.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser); err != nil {
+	if _, _, err := b.cluster.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser); err != nil {
 		b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", sj.Name)
 	}
 	return texts.HeldAtRestart
@@ -766,33 +766,36 @@ func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
 }
 
 // deliver sends the final and the files, then marks the job delivered.
+// It waits for room in the finals' memory first, and records the attempt
+// before it sends anything: a final that an earlier run of the bot died
+// delivering goes out in a small form, without its output or files.
 func (r *run) deliver(ctx context.Context) {
 	b := r.b
 	r.job.MarkEnded()
 	code, ran, stop := r.outcome()
-	output, note := "", ""
-	var long *longoutput.Output
-	if ran {
-		if r.fromSpool() {
-			// At most bigFinals long outputs are read again at once.
-			select {
-			case b.bigFinals <- struct{}{}:
-				defer func() { <-b.bigFinals }()
-			case <-ctx.Done():
-				return
-			}
-		}
-		output, long, note = r.finalOutput(ctx)
+	release, err := b.finalMemory.take(ctx, r.finalCost(ran))
+	if err != nil {
+		return // the bot is going offline: its next run delivers it
 	}
-	if note == "" {
-		note = r.endNote
-	}
-	if r.kind == guestPreview {
-		r.sendGuestFinal(ctx, output, long, code, ran, stop, note)
+	defer release()
+	if !r.recordAttempt(ctx) {
+		r.sendSmallFinal(ctx, code, ran, stop)
 	} else {
-		r.sendFinal(ctx, chatFinal(output, long, code, ran, stop, note))
+		output, note := "", ""
+		var long *longoutput.Output
 		if ran {
-			r.sendFiles(ctx)
+			output, long, note = r.finalOutput(ctx)
+		}
+		if note == "" {
+			note = r.endNote
+		}
+		if r.kind == guestPreview {
+			r.sendGuestFinal(ctx, output, long, code, ran, stop, note)
+		} else {
+			r.sendFinal(ctx, chatFinal(output, long, code, ran, stop, note))
+			if ran {
+				r.sendFiles(ctx)
+			}
 		}
 	}
 	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationDelivered, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
@@ -800,6 +803,50 @@ func (r *run) deliver(ctx context.Context) {
 	}
 	b.registry.Finish(r.job)
 	b.cfg.Log.V(1).Info("Job delivered", "job", r.job.Name, "number", r.job.Number(), "exitCode", code)
+}
+
+// finalCost is what the final holds of the finals' memory while it is
+// delivered (finalMemory).
+func (r *run) finalCost(ran bool) int64 {
+	obj := r.latest()
+	switch {
+	case !ran:
+		return textFinalMemory
+	case r.fromSpool(), r.buf.Written(liveoutput.Stdout) > preview.FileChars, obj != nil && shelljob.MayHaveFiles(obj):
+		return uploadMemory
+	}
+	return textFinalMemory
+}
+
+// recordAttempt records that the final is being delivered, and tells
+// false when an earlier run of the bot recorded it already, or when it
+// cannot be recorded: the final must then go out in its small form.
+func (r *run) recordAttempt(ctx context.Context) bool {
+	if obj := r.latest(); obj != nil {
+		if _, tried := obj.Annotations[shellv1alpha1.AnnotationFinalAttempted]; tried {
+			r.b.cfg.Log.Info("An earlier run of the bot did not finish delivering this final; sending it without its output", "job", r.job.Name)
+			return false
+		}
+	}
+	if err := r.b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFinalAttempted, r.b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		r.b.cfg.Log.Error(err, "Could not record the final's delivery; sending it without its output", "job", r.job.Name)
+		return false
+	}
+	return true
+}
+
+// sendSmallFinal sends the final of a job without its output or files:
+// how it ended, and the note that says why.
+func (r *run) sendSmallFinal(ctx context.Context, code int, ran bool, stop preview.Stop) {
+	note := texts.FinalNotSent
+	if r.kind == guestPreview {
+		r.sendGuestFinal(ctx, "", nil, code, ran, stop, note)
+		return
+	}
+	r.sendFinal(ctx, chatFinal("", nil, code, ran, stop, note))
+	if obj := r.latest(); ran && obj != nil && obj.Status.Pod != "" && shelljob.MayHaveFiles(obj) {
+		r.sendNote(ctx, texts.FilesNotDelivered)
+	}
 }
 
 // fromSpool tells whether the final reads the output again from the
@@ -823,9 +870,8 @@ func (r *run) finalOutput(ctx context.Context) (output string, long *longoutput.
 	}
 	obj := r.latest()
 	long, err := longoutput.Measure(func(w io.Writer) error {
-		_, err := r.b.cluster.Follow(ctx, obj, 0, w)
-		return err
-	}, r.render())
+		return r.b.cluster.FollowText(ctx, obj, agentapi.TextModeOf(r.render()), w)
+	})
 	if err == nil && long.Size() <= keptBytes {
 		output, err = long.String()
 		long = nil

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -115,55 +113,22 @@ func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn f
 	}
 }
 
-// stopOutcome is what a stop found, as the chat's .k tells it.
-type stopOutcome int
-
-const (
-	stopSent stopOutcome = iota
-	stopAlreadyStopping
-	stopAlreadyEnded
-)
-
-// text is the chat's .k reply for the outcome.
-func (o stopOutcome) text(n int64) string {
-	switch o {
-	case stopAlreadyStopping:
-		return texts.AlreadyStopping(n)
-	case stopAlreadyEnded:
-		return texts.AlreadyEnded(n)
-	default:
-		return texts.Stopping(n)
-	}
+// stopJob asks the job to stop with reason User, as the chat's .k does
+// (shelljob.Stop).
+func (c *Cluster) stopJob(ctx context.Context, name string) (shelljob.StopOutcome, error) {
+	out, _, err := shelljob.Stop(ctx, jobPatcher{c.Jobs}, name, shellv1alpha1.StopReasonUser)
+	return out, err
 }
 
-// stopJob sets the job's spec.stop with reason User, unless it has ended
-// or is stopping already.
-func (c *Cluster) stopJob(ctx context.Context, name string) (stopOutcome, error) {
-	for {
-		sj, err := c.Jobs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case shelljob.IsFinished(sj):
-			return stopAlreadyEnded, nil
-		case shelljob.IsStopRequested(sj):
-			return stopAlreadyStopping, nil
-		}
-		// The resource version turns a race with another stop into a
-		// conflict, and the next round finds the job stopping.
-		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": sj.ResourceVersion},
-			"spec":     map[string]any{"stop": true, "stopReason": shellv1alpha1.StopReasonUser},
-		})
-		_, err = c.Jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		if err == nil {
-			return stopSent, nil
-		}
-		if !apierrors.IsConflict(err) {
-			return 0, fmt.Errorf("stop shelljob %s: %w", name, err)
-		}
-	}
+// jobPatcher is a JobClient as a shelljob.JobPatcher.
+type jobPatcher struct{ jobs JobClient }
+
+func (p jobPatcher) Get(ctx context.Context, name string) (*shellv1alpha1.ShellJob, error) {
+	return p.jobs.Get(ctx, name, metav1.GetOptions{})
+}
+
+func (p jobPatcher) MergePatch(ctx context.Context, name string, patch []byte) (*shellv1alpha1.ShellJob, error) {
+	return p.jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 }
 
 // finishedReason is the reason of the job's Finished condition.

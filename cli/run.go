@@ -295,7 +295,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			if err != nil {
 				return 1, err
 			}
-			fmt.Fprintln(r.ErrOut, outcome.text(last.Status.Number)+" (Ctrl-C again to detach)")
+			fmt.Fprintln(r.ErrOut, outcome.Text(last.Status.Number)+" (Ctrl-C again to detach)")
 		case j := <-jobs:
 			last = j
 			if !queued && !placed && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&

@@ -77,7 +77,7 @@ func (s *StopOptions) Run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(s.Out, out.text(j.Status.Number))
+			fmt.Fprintln(s.Out, out.Text(j.Status.Number))
 		}
 		if !found {
 			fmt.Fprintln(s.Out, texts.NoRunning)
@@ -101,7 +101,7 @@ func (s *StopOptions) Run(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		fmt.Fprintln(s.Out, out.text(j.Status.Number))
+		fmt.Fprintln(s.Out, out.Text(j.Status.Number))
 	}
 	return errors.Join(errs...)
 }

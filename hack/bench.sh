@@ -214,9 +214,12 @@ section_cluster() {
   echo
 }
 
+# FLOOD_CLASSES are TestBenchChatFloods' floodClasses, two finals at once each.
+FLOOD_CLASSES=(colour cr binary)
+
 # section_chat: TestBenchChat, the whole stack through the fake Telegram.
 section_chat() {
-  local floods=() rows n
+  local floods=() rows n c
   IFS=', ' read -r -a floods <<< "${E2E_FLOODS:-1,16}"
   e2e_bench 'TestBenchChat(Floods)?' 60m
   # shellcheck disable=SC2064
@@ -231,14 +234,18 @@ section_chat() {
   )
   for n in "${floods[@]}"; do
     rows+=("flood of ${n} yes, 10 s: bot peak memory (MiB)|chat_flood_${n}_peak_mem|chat_flood_${n}_idle_mem"
-      "flood of ${n} yes: bot memory 30 s after (MiB)|chat_flood_${n}_after_mem|chat_flood_${n}_idle_mem")
+      "flood of ${n} yes: bot memory a minute after (MiB)|chat_flood_${n}_after_mem|chat_flood_${n}_idle_mem")
+  done
+  for c in "${FLOOD_CLASSES[@]}"; do
+    rows+=("2 ${c} finals at once: bot peak memory (MiB)|chat_flood_${c}_peak_mem|chat_flood_${c}_idle_mem"
+      "2 ${c} finals: bot memory a minute after (MiB)|chat_flood_${c}_after_mem|chat_flood_${c}_idle_mem")
   done
   echo "== Through the bot (kind, the fake Telegram's clock) =="
   ratio_table "46 12 12" shelljob baseline "${rows[@]}"
   echo "(baselines: plain kubectl exec of the same command, or of pkill -INT for a stop, in the same run;"
   echo " for a flood, the bot container's memory at rest just before it, from its cgroup on the kind node)"
-  for n in "${floods[@]}"; do
-    printf 'flood of %s yes: peak %s MiB above the rest (bar: under 64), %s finals lost, each final from at least %s MiB kept\n' \
+  for n in "${floods[@]}" "${FLOOD_CLASSES[@]}"; do
+    printf 'flood of %s: peak %s MiB above the rest (bar: under 64), %s finals lost, each final from at least %s MiB kept\n' \
       "${n}" "$(awk -v p="$(bench "chat_flood_${n}_peak_mem")" -v i="$(bench "chat_flood_${n}_idle_mem")" 'BEGIN { printf "%.1f", p - i }')" \
       "$(bench "chat_flood_${n}_finals_lost")" "$(bench "chat_flood_${n}_min_kept")"
   done

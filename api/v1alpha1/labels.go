@@ -42,6 +42,11 @@ const (
 	// AnnotationPreview holds where the job's live preview is shown, so a
 	// restarted bot can continue it.
 	AnnotationPreview = "shell.shelljob.dev/preview"
+	// AnnotationFinalAttempted is set, to an RFC 3339 time, before the bot
+	// starts to deliver the job's final: a bot that died delivering it
+	// (an output that took it down, say) finds it after its restart and
+	// sends a small final in its place, never the one it died on.
+	AnnotationFinalAttempted = "shell.shelljob.dev/final-attempted"
 	// AnnotationFilesAttempted is set, to an RFC 3339 time, before the bot
 	// sends the job's $SHELLJOB_OUT files: a bot that died sending them
 	// finds it after its restart and does not try again.

@@ -24,7 +24,7 @@ import (
 
 // register adds a job named name to r, observed in phase (none: queued).
 func register(r *jobs.Registry, name string, phase shellv1alpha1.ShellJobPhase) *jobs.Job {
-	j := jobs.New(jobs.Info{Name: name, Created: time.Now()}, nil)
+	j := jobs.New(jobs.Info{Name: name, Created: time.Now()})
 	if phase != "" {
 		j.Observe(&shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: phase}})
 	}
@@ -37,7 +37,7 @@ func TestJobsByState(t *testing.T) {
 	register(r, "queued", "")
 	register(r, "running", shellv1alpha1.PhaseRunning)
 	register(r, "running-too", shellv1alpha1.PhaseRunning)
-	register(r, "stopping", shellv1alpha1.PhaseRunning).Cancel(shellv1alpha1.StopReasonUser)
+	register(r, "stopping", shellv1alpha1.PhaseStopping)
 	register(r, "delivering", shellv1alpha1.PhaseSucceeded).MarkEnded()
 	gone := register(r, "delivered", shellv1alpha1.PhaseSucceeded)
 	gone.MarkEnded()

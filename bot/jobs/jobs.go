@@ -1,6 +1,7 @@
 // Package jobs is the bot's registry of the jobs it shows: which chat and
-// message each belongs to, which a .k can see, and the stop that .k, a Stop
-// button and a shutdown share.
+// message each belongs to, and which a .k can see. Whether a job runs, is
+// stopping or has ended is what its ShellJob says (Job.Observe): the bot
+// keeps no copy of its own.
 package jobs
 
 import (
@@ -24,20 +25,6 @@ const (
 	Stopping
 	// Ended: the command has ended; its final or files may still be sent.
 	Ended
-)
-
-// Outcome is what a stop did.
-type Outcome int
-
-const (
-	// OutcomeStopping: the job was running and is now asked to stop.
-	OutcomeStopping Outcome = iota
-	// OutcomeNotStarted: the job was still waiting and will never run.
-	OutcomeNotStarted
-	// OutcomeAlreadyStopping: an earlier stop stands.
-	OutcomeAlreadyStopping
-	// OutcomeFinished: the command has already ended.
-	OutcomeFinished
 )
 
 // Info are the fixed facts of a job.
@@ -67,22 +54,22 @@ type Job struct {
 	number  int64
 	summary string
 	state   State
+	// stopped and reason are the ShellJob's spec.stop and stopReason.
 	stopped bool
 	reason  shellv1alpha1.StopReason
 	preview int
 	draft   int64
-	ended   bool
+	// ended: the bot delivers the job's final.
+	ended bool
 	// waiting: the operator could not place it yet.
 	waiting bool
-	onStop  func(shellv1alpha1.StopReason)
 	changed chan struct{}
 	done    chan struct{}
 }
 
-// New returns a queued job; onStop is called once, by the first Cancel
-// that stops it, to ask the cluster.
-func New(i Info, onStop func(shellv1alpha1.StopReason)) *Job {
-	return &Job{Info: i, summary: shelljob.Summary(i.Command), onStop: onStop, changed: make(chan struct{}, 1), done: make(chan struct{})}
+// New returns a queued job.
+func New(i Info) *Job {
+	return &Job{Info: i, summary: shelljob.Summary(i.Command), changed: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (j *Job) notify() {
@@ -147,14 +134,14 @@ func (j *Job) Waiting() bool {
 	return j.stateLocked() == Queued && j.waiting
 }
 
-// Stopped returns whether the job was stopped, and why.
+// Stopped returns whether the job was asked to stop, and why.
 func (j *Job) Stopped() (bool, shellv1alpha1.StopReason) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.stopped, j.reason
 }
 
-// Observe records the ShellJob's status and spec.
+// Observe records the ShellJob's status and spec: the latest the bot has.
 func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	j.mu.Lock()
 	if obj.Status.Number != 0 {
@@ -162,71 +149,37 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.summary = shelljob.SummaryOf(obj)
 	j.waiting = shelljob.IsWaiting(obj)
-	switch phase := shelljob.Phase(obj); {
+	phase := shelljob.Phase(obj)
+	switch {
 	case shelljob.IsFinished(obj):
 		if obj.Status.Ran {
 			j.state = Running
 		}
-	case phase == shellv1alpha1.PhaseRunning:
+		j.ended = true
+	case phase == shellv1alpha1.PhaseRunning, phase == shellv1alpha1.PhaseStopping:
 		j.state = Running
-	case phase == shellv1alpha1.PhaseStopping:
-		j.state = Running
-		j.markStoppedLocked(obj.Spec.StopReason)
 	case phase == shellv1alpha1.PhaseQueued:
 		j.state = Queued
 	default:
 		// A phase of a newer operator: the state stays as it was, and
 		// the job ends when shelljob.IsFinished says so.
 	}
-	if obj.Spec.Stop {
-		j.markStoppedLocked(obj.Spec.StopReason)
+	j.stopped = shelljob.IsStopRequested(obj) || phase == shellv1alpha1.PhaseStopping
+	j.reason = ""
+	if j.stopped {
+		j.reason = shelljob.RequestedStopReason(obj)
 	}
 	j.mu.Unlock()
 	j.notify()
 }
 
-func (j *Job) markStoppedLocked(r shellv1alpha1.StopReason) {
-	if j.stopped {
-		return
-	}
-	if r == "" {
-		r = shellv1alpha1.StopReasonUser
-	}
-	j.stopped, j.reason = true, r
-}
-
-// MarkEnded records that the command has ended; a later Cancel finds it
-// finished.
+// MarkEnded records that the bot delivers the job's final, whatever its
+// ShellJob says (a job deleted before it ended, say).
 func (j *Job) MarkEnded() {
 	j.mu.Lock()
 	j.ended = true
 	j.mu.Unlock()
 	j.notify()
-}
-
-// Cancel stops the job for reason. Only the first stop counts.
-func (j *Job) Cancel(reason shellv1alpha1.StopReason) Outcome {
-	j.mu.Lock()
-	switch {
-	case j.ended:
-		j.mu.Unlock()
-		return OutcomeFinished
-	case j.stopped:
-		j.mu.Unlock()
-		return OutcomeAlreadyStopping
-	}
-	j.stopped, j.reason = true, reason
-	out := OutcomeStopping
-	if j.state == Queued {
-		out = OutcomeNotStarted
-	}
-	onStop := j.onStop
-	j.mu.Unlock()
-	j.notify()
-	if onStop != nil {
-		onStop(reason)
-	}
-	return out
 }
 
 // SetPreview records the message id of the job's edited preview, or the
@@ -255,19 +208,23 @@ type Registry struct {
 // NewRegistry returns an empty Registry.
 func NewRegistry() *Registry { return &Registry{jobs: map[string]*Job{}} }
 
-// Register adds j. During a shutdown it is stopped at once, with reason
-// Shutdown, so its command never runs; its final is still delivered.
-func (r *Registry) Register(j *Job) {
+// Register adds j, and tells whether the registry is closed: a shutdown
+// began, and j must be stopped.
+func (r *Registry) Register(j *Job) (closed bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.jobs[j.Name] = j
-	closed := r.closed
-	r.mu.Unlock()
-	if closed {
-		j.Cancel(shellv1alpha1.StopReasonShutdown)
-	}
+	return r.closed
 }
 
-// Closed tells whether StopAll has closed the registry.
+// Close closes the registry: a shutdown began.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+}
+
+// Closed tells whether the registry was closed.
 func (r *Registry) Closed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -378,16 +335,9 @@ func Unfinished(js []*Job) []*Job {
 	return out
 }
 
-// StopAll closes the registry to new jobs, stops every job with reason,
-// and waits until each is finished or ctx ends. It returns how many were
-// not finished.
-func (r *Registry) StopAll(reason shellv1alpha1.StopReason, wait <-chan time.Time) int {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	for _, j := range r.All() {
-		j.Cancel(reason)
-	}
+// WaitAll waits until every job is finished, or wait fires, and returns
+// how many were not finished.
+func (r *Registry) WaitAll(wait <-chan time.Time) int {
 	for {
 		left := r.All()
 		if len(left) == 0 {

@@ -11,7 +11,7 @@ import (
 )
 
 func mk(name string, owner, chat int64, cmd int, guest string) *Job {
-	return New(Info{Name: name, Owner: owner, Chat: chat, CommandMsg: cmd, Guest: guest, Created: time.Now()}, nil)
+	return New(Info{Name: name, Owner: owner, Chat: chat, CommandMsg: cmd, Guest: guest, Created: time.Now()})
 }
 
 func TestVisible(t *testing.T) {
@@ -49,45 +49,58 @@ func TestVisible(t *testing.T) {
 	}
 }
 
-func TestCancelOutcomes(t *testing.T) {
-	var stops []shellv1alpha1.StopReason
-	j := New(Info{Name: "x"}, func(r shellv1alpha1.StopReason) { stops = append(stops, r) })
-	if got := j.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeNotStarted {
-		t.Errorf("queued: %v", got)
+// A job's state is its ShellJob's: the bot keeps no stop of its own.
+func TestStateFollowsTheShellJob(t *testing.T) {
+	j := New(Info{Name: "x"})
+	if j.State() != Queued {
+		t.Errorf("new: %v", j.State())
 	}
-	if got := j.Cancel(shellv1alpha1.StopReasonShutdown); got != OutcomeAlreadyStopping {
-		t.Errorf("again: %v", got)
+	running := &shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: shellv1alpha1.PhaseRunning, Number: 4, Ran: true}}
+	j.Observe(running)
+	if j.State() != Running || j.Number() != 4 {
+		t.Errorf("running: %v #%d", j.State(), j.Number())
 	}
-	if _, r := j.Stopped(); r != shellv1alpha1.StopReasonUser || len(stops) != 1 {
-		t.Errorf("first stop must count: %v %v", r, stops)
+	stopping := running.DeepCopy()
+	stopping.Spec.Stop, stopping.Spec.StopReason = true, shellv1alpha1.StopReasonShutdown
+	j.Observe(stopping)
+	if stopped, why := j.Stopped(); j.State() != Stopping || !stopped || why != shellv1alpha1.StopReasonShutdown {
+		t.Errorf("stopping: %v %v %v", j.State(), stopped, why)
 	}
-	k := New(Info{Name: "y"}, nil)
-	k.Observe(&shellv1alpha1.ShellJob{Status: shellv1alpha1.ShellJobStatus{Phase: shellv1alpha1.PhaseRunning, Number: 4}})
-	if got := k.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeStopping || k.State() != Stopping || k.Number() != 4 {
-		t.Errorf("running: %v %v", got, k.State())
+	// A stop the API server did not take leaves the job running.
+	j.Observe(running)
+	if stopped, _ := j.Stopped(); j.State() != Running || stopped {
+		t.Errorf("the stop did not take: %v %v", j.State(), stopped)
 	}
-	e := New(Info{Name: "z"}, nil)
-	e.MarkEnded()
-	if got := e.Cancel(shellv1alpha1.StopReasonUser); got != OutcomeFinished {
-		t.Errorf("ended: %v", got)
+	done := stopping.DeepCopy()
+	done.Status.Phase = shellv1alpha1.PhaseStopped
+	shelljob.SetFinishedCondition(done, time.Now(), shellv1alpha1.ShellJobFinishedReasonStopped, "stopped")
+	j.Observe(done)
+	if j.State() != Ended {
+		t.Errorf("finished: %v", j.State())
+	}
+	k := New(Info{Name: "y"})
+	k.MarkEnded()
+	if k.State() != Ended {
+		t.Errorf("marked ended: %v", k.State())
 	}
 }
 
-func TestStopAllClosesRegistry(t *testing.T) {
+func TestCloseAndWaitAll(t *testing.T) {
 	r := NewRegistry()
 	j := mk("a", 1, 1, 1, "")
-	r.Register(j)
-	go func() {
-		<-j.Changed()
-		r.Finish(j)
-	}()
-	if left := r.StopAll(shellv1alpha1.StopReasonShutdown, time.After(5*time.Second)); left != 0 {
+	if r.Register(j) {
+		t.Fatal("a new registry is closed")
+	}
+	r.Close()
+	go r.Finish(j)
+	if left := r.WaitAll(time.After(5 * time.Second)); left != 0 {
 		t.Fatalf("left %d", left)
 	}
-	late := mk("b", 1, 1, 2, "")
-	r.Register(late)
-	if ok, why := late.Stopped(); !ok || why != shellv1alpha1.StopReasonShutdown {
-		t.Fatalf("a job arriving during shutdown must be stopped: %v %v", ok, why)
+	if !r.Register(mk("b", 1, 1, 2, "")) {
+		t.Fatal("a job arriving during shutdown must be told to stop")
+	}
+	if left := r.WaitAll(time.After(10 * time.Millisecond)); left != 1 {
+		t.Fatalf("left %d, want the late job", left)
 	}
 }
 
@@ -110,7 +123,7 @@ func TestWaiting(t *testing.T) {
 		"stopped while queued":          {phase: shellv1alpha1.PhaseQueued, scheduled: unplaced, stop: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			j := New(Info{Name: "x"}, nil)
+			j := New(Info{Name: "x"})
 			obj := &shellv1alpha1.ShellJob{
 				Spec:   shellv1alpha1.ShellJobSpec{Mode: tc.mode, Stop: tc.stop},
 				Status: shellv1alpha1.ShellJobStatus{Phase: tc.phase, Pod: tc.pod},
@@ -141,7 +154,7 @@ func TestObserveUnknownPhase(t *testing.T) {
 // TestSummaryFromStatus: .k ls shows the summary the operator wrote, and
 // shelljob.Summary of the command until then.
 func TestSummaryFromStatus(t *testing.T) {
-	j := New(Info{Name: "a", Command: "cd /tmp\nls"}, nil)
+	j := New(Info{Name: "a", Command: "cd /tmp\nls"})
 	if got := j.Summary(); got != "cd /tmp…" {
 		t.Errorf("summary before any status: %q", got)
 	}

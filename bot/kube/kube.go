@@ -22,6 +22,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // Cluster implements bot.Cluster.
@@ -116,27 +117,24 @@ func (c *Cluster) patch(ctx context.Context, name string, body any) error {
 	return c.Client.Patch(ctx, sj, client.RawPatch(types.MergePatchType, data))
 }
 
-// Stop implements bot.JobStopper.
-func (c *Cluster) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) error {
-	for {
-		var sj shellv1alpha1.ShellJob
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &sj); err != nil {
-			return fmt.Errorf("get shelljob %s: %w", name, err)
-		}
-		if sj.Spec.Stop {
-			return nil
-		}
-		// The resource version makes a stop that raced with another one
-		// fail with a conflict instead of trying to change its reason
-		// (which the API refuses); the next round finds the job stopped.
-		err := c.patch(ctx, name, map[string]any{
-			"metadata": map[string]any{"resourceVersion": sj.ResourceVersion},
-			"spec":     map[string]any{"stop": true, "stopReason": reason},
-		})
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-	}
+// Stop implements bot.JobStopper, on a fresh read of the job.
+func (c *Cluster) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+	return shelljob.Stop(ctx, jobPatcher{c}, name, reason)
+}
+
+// jobPatcher is the Cluster's shelljob.JobPatcher.
+type jobPatcher struct{ c *Cluster }
+
+func (p jobPatcher) Get(ctx context.Context, name string) (*shellv1alpha1.ShellJob, error) {
+	var sj shellv1alpha1.ShellJob
+	err := p.c.Client.Get(ctx, types.NamespacedName{Namespace: p.c.Namespace, Name: name}, &sj)
+	return &sj, err
+}
+
+func (p jobPatcher) MergePatch(ctx context.Context, name string, patch []byte) (*shellv1alpha1.ShellJob, error) {
+	sj := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: p.c.Namespace, Name: name}}
+	err := p.c.Client.Patch(ctx, sj, client.RawPatch(types.MergePatchType, patch))
+	return sj, err
 }
 
 // Release implements bot.HoldReleaser.
@@ -177,18 +175,36 @@ var ErrWorkerReplaced = fmt.Errorf("worker pod replaced: %w", bot.ErrWorkerGone)
 // Follow implements bot.OutputFollower. The job's status records no pod
 // UID, so a pod created after the job started is taken for a replacement.
 func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
+	name, err := c.jobWorker(ctx, sj)
+	if err != nil {
+		return offset, err
+	}
+	return c.Agent.Follow(ctx, name, string(sj.UID), offset, w)
+}
+
+// FollowText implements bot.OutputFollower, from the worker Follow reads.
+func (c *Cluster) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
+	name, err := c.jobWorker(ctx, sj)
+	if err != nil {
+		return err
+	}
+	return c.Agent.FollowText(ctx, name, string(sj.UID), mode, w)
+}
+
+// jobWorker is the pod the job ran on, if it is still there.
+func (c *Cluster) jobWorker(ctx context.Context, sj *shellv1alpha1.ShellJob) (types.NamespacedName, error) {
 	name := c.worker(sj.Status.Pod)
 	var pod corev1.Pod
 	if err := c.Client.Get(ctx, name, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			err = fmt.Errorf("%w: %w", bot.ErrWorkerGone, err)
 		}
-		return offset, fmt.Errorf("get worker pod %s: %w", name, err)
+		return name, fmt.Errorf("get worker pod %s: %w", name, err)
 	}
 	if start := sj.Status.StartTime; start != nil && pod.CreationTimestamp.After(start.Time) {
-		return offset, fmt.Errorf("%s, created %s, after job %s started: %w", name, pod.CreationTimestamp.UTC().Format(time.RFC3339), sj.Name, ErrWorkerReplaced)
+		return name, fmt.Errorf("%s, created %s, after job %s started: %w", name, pod.CreationTimestamp.UTC().Format(time.RFC3339), sj.Name, ErrWorkerReplaced)
 	}
-	return c.Agent.Follow(ctx, name, string(sj.UID), offset, w)
+	return name, nil
 }
 
 // PutFiles implements bot.FileMover. The pod is looked for in

@@ -164,12 +164,12 @@ func TestJobLifecycle(t *testing.T) {
 	})
 
 	// Stop: the first reason stays.
-	if err := c.Stop(ctx, name, shellv1alpha1.StopReasonUser); err != nil {
-		t.Fatalf("stop: %v", err)
+	if out, sj, err := c.Stop(ctx, name, shellv1alpha1.StopReasonUser); err != nil || out != shelljob.StopSent || !sj.Spec.Stop {
+		t.Fatalf("stop: %v, %v, %+v", out, err, sj)
 	}
 	w.waitFor(t, "the stop", func(sj *shellv1alpha1.ShellJob) bool { return sj.Spec.Stop })
-	if err := c.Stop(ctx, name, shellv1alpha1.StopReasonShutdown); err != nil {
-		t.Errorf("second stop: %v", err)
+	if out, _, err := c.Stop(ctx, name, shellv1alpha1.StopReasonShutdown); err != nil || out != shelljob.StopAlreadyRequested {
+		t.Errorf("second stop: %v, %v", out, err)
 	}
 	if got := get(t, ns, name); got.Spec.StopReason != shellv1alpha1.StopReasonUser {
 		t.Errorf("stop reason = %q, want the first one", got.Spec.StopReason)
@@ -216,13 +216,25 @@ func TestConcurrentStops(t *testing.T) {
 			t.Fatal(err)
 		}
 		errs := make(chan error, 2)
+		outs := make(chan shelljob.StopOutcome, 2)
 		for _, r := range []shellv1alpha1.StopReason{shellv1alpha1.StopReasonUser, shellv1alpha1.StopReasonShutdown} {
-			go func() { errs <- c.Stop(ctx, sj.Name, r) }()
+			go func() {
+				out, _, err := c.Stop(ctx, sj.Name, r)
+				outs <- out
+				errs <- err
+			}()
 		}
+		first := 0
 		for range 2 {
 			if err := <-errs; err != nil {
 				t.Errorf("stop: %v", err)
 			}
+			if <-outs != shelljob.StopAlreadyRequested {
+				first++
+			}
+		}
+		if first != 1 {
+			t.Errorf("%d stops say they stopped the job, want one", first)
 		}
 		if got := get(t, ns, sj.Name); !got.Spec.Stop || got.Spec.StopReason == "" {
 			t.Errorf("after the stops: stop %v reason %q", got.Spec.Stop, got.Spec.StopReason)

@@ -95,9 +95,10 @@ func TestBotRole(t *testing.T) {
 	w.waitFor(t, "the job", func(*shellv1alpha1.ShellJob) bool { return true })
 	setStatus(t, ns, sj.Name, func(s *shellv1alpha1.ShellJobStatus) { s.Phase, s.Pod = shellv1alpha1.PhaseQueued, "shell-0" })
 	w.waitFor(t, "the status", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Pod == "shell-0" })
+	_, _, stopErr := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser)
 	for what, err := range map[string]error{
 		"release":  c.Release(ctx, sj.Name),
-		"stop":     c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser),
+		"stop":     stopErr,
 		"annotate": c.Annotate(ctx, sj.Name, shellv1alpha1.AnnotationDelivered, "now"),
 		"restart":  c.RestartPool(ctx, shellv1alpha1.DefaultPool),
 	} {

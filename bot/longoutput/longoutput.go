@@ -1,13 +1,11 @@
 // Package longoutput streams a job's long output from the agent's spool
-// into its final, as the final shows it: invalid UTF-8 escaped, rendered
-// when asked, NUL shown as \x00, and trimmed. The spool is read twice: once
-// to measure the output and keep its end, which the final's message shows,
-// and once more as its .txt file is uploaded. The bot then holds a few
-// pages of a final however long its output is, and writes nothing to disk.
-//
-// Rendering is the exception: a terminal's screen depends on all that came
-// before, so an output that needs rendering is held as rendered, which a
-// redrawing program keeps far shorter than what it wrote.
+// into its final, as the final shows it: NUL shown as \x00, and trimmed,
+// from the final text the agent makes of its spool (escaped, and rendered
+// when asked: agentapi.TextMagic). The text is read twice: once to measure
+// it and keep its end, which the final's message shows, and once more as
+// its .txt file is uploaded. The bot then holds a few pages of a final
+// however long, binary or redrawn its output is, and writes nothing to
+// disk.
 package longoutput
 
 import (
@@ -20,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"shelljob.dev/shelljob/internal/liveoutput"
-	"shelljob.dev/shelljob/internal/termrender"
 	"shelljob.dev/shelljob/internal/utf16text"
 )
 
@@ -32,43 +29,28 @@ const TailBytes = 16 << 10
 // nulShown is how a NUL shows in a final: Telegram keeps no NUL.
 const nulShown = `\x00`
 
-// A Source writes the whole output to w, from its start, each time it is
-// called, and the same bytes each time: the spool of a job that ended.
+// A Source writes the whole final text to w, from its start, each time it
+// is called, and the same text each time: the final text of a job that
+// ended. What is not UTF-8 in it is escaped again.
 type Source func(w io.Writer) error
 
 // An Output is a job's output, measured.
 type Output struct {
 	src Source
-	// rendered holds the text when it was rendered.
-	rendered *string
-	// start and end bound the text without the white space around it, in
-	// the output as escaped (or rendered).
+	// start and end bound the text without the white space around it.
 	start, end int64
 	// runes and nuls count the characters and the NULs between them.
 	runes, nuls int64
 	tail        []byte
 }
 
-// Measure reads src once and measures what a final shows of it. With
-// render, output that holds a '\r', '\b' or ESC is rendered as a terminal
-// shows it (and read once more to do so).
-func Measure(src Source, render bool) (*Output, error) {
+// Measure reads src once and measures what a final shows of it.
+func Measure(src Source) (*Output, error) {
 	t := &tracker{}
-	c := &controls{w: t}
-	if err := escaped(src, c); err != nil {
+	if err := escaped(src, t); err != nil {
 		return nil, err
 	}
 	o := &Output{src: src}
-	if render && c.seen {
-		var r termrender.Renderer
-		if err := escaped(src, &r); err != nil {
-			return nil, err
-		}
-		text := r.String()
-		o.rendered = &text
-		t = &tracker{}
-		_, _ = io.WriteString(t, text)
-	}
 	o.start, o.end = t.start, t.end
 	o.runes = t.runesToEnd - t.runesToStart
 	o.nuls = t.nulsToEnd
@@ -110,12 +92,7 @@ func (o *Output) Reader() io.ReadCloser {
 	pr, pw := io.Pipe()
 	go func() {
 		w := &section{w: &nulWriter{w: pw}, skip: o.start, left: o.end - o.start}
-		var err error
-		if o.rendered != nil {
-			_, err = io.WriteString(w, *o.rendered)
-		} else {
-			err = escaped(o.src, w)
-		}
+		err := escaped(o.src, w)
 		switch {
 		case w.left == 0:
 			// The text ends here; the read was cut at its end, or went
@@ -183,24 +160,10 @@ func (n *nulWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// controls notes whether the text written through it holds a byte that
-// rendering acts on.
-type controls struct {
-	w    io.Writer
-	seen bool
-}
-
-func (c *controls) Write(p []byte) (int, error) {
-	if !c.seen && bytes.ContainsAny(p, "\r\b\x1b") {
-		c.seen = true
-	}
-	return c.w.Write(p)
-}
-
 // tracker finds where the text written to it starts and ends without the
 // white space around it, as strings.TrimSpace would cut it, and keeps the
 // last TailBytes of it up to that end. Each write holds whole characters:
-// the Escaper's output, or a rendered string.
+// the Escaper's output.
 type tracker struct {
 	size int64
 	// started: a character that is not white space was seen.

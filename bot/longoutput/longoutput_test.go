@@ -22,22 +22,26 @@ func inMemory(data []byte, render bool) string {
 	return strings.TrimSpace(preview.Clean(text))
 }
 
-// keep measures data, which its source writes in pieces of the plan's
-// sizes.
+// keep measures the final text of data, which its source makes as the
+// agent does (liveoutput.NewFinalWriter), from data written in pieces of
+// the plan's sizes.
 func keep(t *testing.T, data, plan []byte, render bool) *Output {
 	t.Helper()
 	o, err := Measure(func(w io.Writer) error {
+		text := liveoutput.NewFinalWriter(w, render)
 		rest := data
 		for _, k := range plan {
 			k := min(int(k), len(rest))
-			if _, err := w.Write(rest[:k]); err != nil {
+			if _, err := text.Write(rest[:k]); err != nil {
 				return err
 			}
 			rest = rest[k:]
 		}
-		_, err := w.Write(rest)
-		return err
-	}, render)
+		if _, err := text.Write(rest); err != nil {
+			return err
+		}
+		return text.Close()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +87,8 @@ func TestMeasure(t *testing.T) {
 		{"wide", " 😀é€\u2028x\u00a0", false},
 		{"rendered", "10%\r50%\r100%\n\x1b[31mred\x1b[0m\n", true},
 		{"not rendered", "10%\r100%\n", false},
+		{"rendered binary", "\xff\r\x1b[1A\x1b[2K\xfe\x00\n\b\bz", true},
+		{"rendered long lines", strings.Repeat("0123456789", 20000) + "\r" + strings.Repeat("ab\x1b[K\n", 20000), true},
 		{"long", strings.Repeat("y\n", 100000), false},
 		{"long white space after", "x" + strings.Repeat("\n", 50000), false},
 		{"long white space inside", "x" + strings.Repeat(" ", 50000) + "y\n", false},
@@ -132,7 +138,7 @@ func TestReaderSecondRead(t *testing.T) {
 				return err
 			}
 		}
-	}, false)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +155,7 @@ func TestReaderSecondRead(t *testing.T) {
 		calls++
 		_, err := io.WriteString(w, strings.Repeat("x", 100-calls))
 		return err
-	}, false)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

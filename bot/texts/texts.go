@@ -4,8 +4,13 @@
 package texts
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // Preview headers and cursor.
@@ -95,14 +100,25 @@ const (
 	SubmitFailed = "Could not start the command: %v"
 )
 
-// Stopping is "⏹ Stopping #3…".
-func Stopping(n int64) string { return fmt.Sprintf("⏹ Stopping #%d…", n) }
+// Stopping is "⏹ Stopping #3…" (shelljob.StopOutcome.Text).
+func Stopping(n int64) string { return shelljob.StopSent.Text(n) }
 
 // AlreadyStopping is "#3 is already stopping.".
-func AlreadyStopping(n int64) string { return fmt.Sprintf("#%d is already stopping.", n) }
+func AlreadyStopping(n int64) string { return shelljob.StopAlreadyRequested.Text(n) }
 
 // AlreadyEnded is "#3 has already ended.".
-func AlreadyEnded(n int64) string { return fmt.Sprintf("#%d has already ended.", n) }
+func AlreadyEnded(n int64) string { return shelljob.StopAlreadyEnded.Text(n) }
+
+// StopFailed says that a stop of #n failed, and why: the API server's own
+// message where it gave one.
+func StopFailed(n int64, err error) string {
+	why := err.Error()
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" {
+		why = status.Status().Message
+	}
+	return fmt.Sprintf("⚠ Could not stop #%d: %s\n.k tries again.", n, why)
+}
 
 // NoSuchJob answers .k N for a job that is not visible and running.
 func NoSuchJob(n int64) string { return fmt.Sprintf("No running command #%d here.", n) }
@@ -168,6 +184,10 @@ const (
 	// of the bot began to send and never finished (it crashed or was
 	// killed): they are not sent again, so that they cannot crash it again.
 	FilesNotDelivered = "⚠ The files in $SHELLJOB_OUT were not sent: an earlier attempt did not finish."
+	// FinalNotSent ends the final of a job that an earlier run of the bot
+	// began to deliver and never finished (it crashed or was killed): the
+	// final goes out without the output, which could take it down again.
+	FinalNotSent = "⚠ The output could not be sent: an earlier attempt to send this final did not finish."
 	// HeldAtRestart ends the final of a job that waited for its replied-to
 	// files when the bot restarted: they are gone with the old bot, and the
 	// command did not run.

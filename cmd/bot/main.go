@@ -96,7 +96,12 @@ func run() error {
 	)
 	outputMemory := resource.QuantityValue{Quantity: *resource.NewQuantity(bot.DefaultOutputMemory, resource.BinarySI)}
 	flag.Var(&outputMemory, "output-memory", "memory for the starts of the jobs' outputs, all jobs together: a final whose output was kept whole is built from memory, another is read again from the agent's spool")
+	finalMemory := resource.QuantityValue{Quantity: *resource.NewQuantity(bot.DefaultFinalMemory, resource.BinarySI)}
+	flag.Var(&finalMemory, "final-memory", "memory for the finals being delivered, all jobs together: each streams its output from the agent's spool into its upload, and a final waits for room before it starts")
 	flag.Parse()
+	if finalMemory.Sign() <= 0 {
+		return fmt.Errorf("-final-memory %s: must be positive", finalMemory.String())
+	}
 	if outputMemory.Sign() < 0 {
 		return fmt.Errorf("-output-memory %s: must not be negative", outputMemory.String())
 	}
@@ -213,7 +218,7 @@ func run() error {
 		}
 	}
 
-	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, Log: log.WithName("bot")}, nil, cluster, store)
+	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, FinalMemory: finalMemory.Value(), Log: log.WithName("bot")}, nil, cluster, store)
 	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry(), b.Followers(), b.OutputMemory())...)); err != nil {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}

@@ -281,3 +281,48 @@ func TestIsWaiting(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideStop(t *testing.T) {
+	job := func(phase shellv1alpha1.ShellJobPhase, ran bool, edit func(*shellv1alpha1.ShellJob)) *shellv1alpha1.ShellJob {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		j.Status.Phase, j.Status.Ran = phase, ran
+		if edit != nil {
+			edit(j)
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		job  *shellv1alpha1.ShellJob
+		want StopOutcome
+	}{
+		"new":     {job("", false, nil), StopNotStarted},
+		"queued":  {job(shellv1alpha1.PhaseQueued, false, nil), StopNotStarted},
+		"running": {job(shellv1alpha1.PhaseRunning, true, nil), StopSent},
+		"asked to stop": {job(shellv1alpha1.PhaseRunning, true, func(j *shellv1alpha1.ShellJob) {
+			j.Spec.Stop, j.Spec.StopReason = true, shellv1alpha1.StopReasonUser
+		}), StopAlreadyRequested},
+		"timed out": {job(shellv1alpha1.PhaseStopping, true, func(j *shellv1alpha1.ShellJob) {
+			j.Status.StopReason = shellv1alpha1.StopReasonTimeout
+		}), StopAlreadyRequested},
+		"finished": {job(shellv1alpha1.PhaseSucceeded, true, func(j *shellv1alpha1.ShellJob) {
+			SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "exited")
+		}), StopAlreadyEnded},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := DecideStop(tc.job); got != tc.want {
+				t.Errorf("DecideStop = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStopOutcomeText(t *testing.T) {
+	for out, want := range map[StopOutcome]string{
+		StopSent: "⏹ Stopping #3…", StopNotStarted: "⏹ Stopping #3…",
+		StopAlreadyRequested: "#3 is already stopping.", StopAlreadyEnded: "#3 has already ended.",
+	} {
+		if got := out.Text(3); got != want {
+			t.Errorf("%v: %q, want %q", out, got, want)
+		}
+	}
+}

@@ -280,8 +280,9 @@ const (
 	// floodFor is how long the floods run before the .k all.
 	floodFor = 10 * time.Second
 	// floodSettle is how long after the last final the bot's memory is
-	// read again, to see whether it was given back.
-	floodSettle = 30 * time.Second
+	// read again, to see whether it was given back: within floodBar of
+	// its rest.
+	floodSettle = memoryBackWithin
 	// floodBar is the issue's bar: the bot's peak stays under this above
 	// its memory at rest.
 	floodBar = 64 << 20
@@ -291,12 +292,14 @@ const (
 )
 
 // TestBenchChatFloods: n `.a yes` floods sent at once in the group (n =
-// 1 and 16; E2E_FLOODS=1,16,64 adds 64), stopped with .k all after 10 s.
-// It reports the bot container's memory at rest before, its peak from the
-// first command to the last final, and its memory 30 s after, from its
-// cgroup on its kind node; and fails when the peak is 64 MiB or more above
-// the rest, when a final is lost, or when one does not end with the stop
-// line.
+// 1 and 16; E2E_FLOODS=1,16,64 adds 64), stopped with .k all after 10 s;
+// then two at once of each floodClass: a coloured and a \r flood of the
+// same kind, and two 40 MiB random outputs that end by themselves. It
+// reports the bot container's memory at rest before, its peak from the
+// first command to the last final, and its memory a minute after, from its
+// cgroup on its kind node; and fails when the peak or the memory a minute
+// after is 64 MiB or more above the rest, when a final is lost, or when one
+// does not end with the stop line (a stopped class) or has a warning.
 //
 // The shell pool gets n workers (at least the chart's 16), as one job runs
 // on a worker at a time, and the floods one CPU in all: each worker asks
@@ -327,35 +330,60 @@ func TestBenchChatFloods(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			chat := p.Group
 			chat.t = t
-			flood(t, chat, n)
+			flood(t, chat, n, floodClass{name: strconv.Itoa(n), cmd: ".a yes", stopped: true})
+		})
+	}
+	for _, c := range floodClasses {
+		t.Run(c.name, func(t *testing.T) {
+			chat := p.Group
+			chat.t = t
+			flood(t, chat, 2, c)
 		})
 	}
 }
 
-// flood runs n `yes` floods at once in chat, stops them after floodFor,
-// and reports the bot's memory.
-func flood(t *testing.T, chat Chat, n int) {
+// A floodClass is a kind of output that a flood's finals must show: yes's
+// lines; lines to render (colours, \r frames); random bytes, escaped.
+type floodClass struct {
+	name, cmd string
+	// stopped: the command runs until the .k all; otherwise it ends by
+	// itself.
+	stopped bool
+}
+
+// floodClasses run two at once each, beside the yes floods.
+var floodClasses = []floodClass{
+	{name: "colour", cmd: `.a yes $'\e[31mred\e[0m \e[1mbold\e[0m \e[32mgreen\e[0m'`, stopped: true},
+	{name: "cr", cmd: `.a yes $'progress 42%\r'`, stopped: true},
+	{name: "binary", cmd: binaryOutput},
+}
+
+// flood runs n floods of class c at once in chat, stops them after floodFor
+// (or lets them end), and reports the bot's memory.
+func flood(t *testing.T, chat Chat, n int, c floodClass) {
 	floodPool(t, n)
-	name := fmt.Sprintf("chat_flood_%d_", n)
+	name := fmt.Sprintf("chat_flood_%s_", c.name)
 	bot := botCgroup(t)
 	idle := bot.usage(t)
 	peak := bot.watchPeak(t)
 
-	cmds := sendAll(t, chat, n, ".a yes")
+	cmds := sendAll(t, chat, n, c.cmd)
 	// A flood left running would starve the cluster: stop what a failed
 	// test leaves.
 	t.Cleanup(func() { stopFloods(t, chat, cmds) })
-	poll(t, 5*time.Minute, fmt.Sprintf("%d floods running", n), func() (bool, string) {
-		running := 0
-		for _, j := range floodJobs(t, chat, cmds) {
-			if j.Status.Phase == shellv1alpha1.PhaseRunning {
-				running++
+	if c.stopped {
+		poll(t, 5*time.Minute, fmt.Sprintf("%d floods running", n), func() (bool, string) {
+			running := 0
+			for _, j := range floodJobs(t, chat, cmds) {
+				if j.Status.Phase == shellv1alpha1.PhaseRunning {
+					running++
+				}
 			}
-		}
-		return running == n, fmt.Sprintf("%d running", running)
-	})
-	time.Sleep(floodFor)
-	chat.Answer(chat.Send(".k all"))
+			return running == n, fmt.Sprintf("%d running", running)
+		})
+		time.Sleep(floodFor)
+		chat.Answer(chat.Send(".k all"))
+	}
 
 	// A final is the preview edited into the final's end, and, as the
 	// output is long, the output.txt under it.
@@ -388,8 +416,10 @@ func flood(t *testing.T, chat Chat, n int) {
 		case !files[cmd.ID]:
 			lost++
 			t.Errorf("the final of message %d came without its %s: %q", cmd.ID, texts.OutputFileName, tail(fin.Text, 200))
-		case !strings.HasSuffix(fin.Text, "\n"+texts.StoppedNote(130)):
+		case c.stopped && !strings.HasSuffix(fin.Text, "\n"+texts.StoppedNote(130)):
 			t.Errorf("the final of message %d does not end with the stop line: %q", cmd.ID, tail(fin.Text, 200))
+		case strings.Contains(fin.Text, "⚠"):
+			t.Errorf("the final of message %d has a warning: %q", cmd.ID, tail(fin.Text, 200))
 		}
 	}
 	minKept := int64(-1)
@@ -409,6 +439,10 @@ func flood(t *testing.T, chat Chat, n int) {
 	report(name+"min_kept", mib(minKept), "MiB")
 	if lost != 0 {
 		t.Errorf("%d of %d floods lost their final", lost, n)
+	}
+	if after-idle >= floodBar {
+		t.Errorf("%d flood(s) of %s: the bot's memory %.1f MiB a minute after the last final is %.1f MiB above its %.1f MiB at rest; the bar is under %d MiB",
+			n, c.name, mib(after), mib(after-idle), mib(idle), floodBar>>20)
 	}
 	if peakBytes-idle >= floodBar {
 		t.Errorf("%d flood(s) at once: the bot's peak %.1f MiB is %.1f MiB above its %.1f MiB at rest; the bar is under %d MiB",

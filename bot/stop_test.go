@@ -1,0 +1,81 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+// refusedStops fails the stops it is told to with err, as an API server
+// that refuses the patch does, and passes the others through.
+type refusedStops struct {
+	bot.Cluster
+	refuse atomic.Int32 // how many stops to refuse
+	calls  atomic.Int32
+	err    error
+}
+
+func (r *refusedStops) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+	r.calls.Add(1)
+	if r.refuse.Add(-1) >= 0 {
+		return 0, nil, r.err
+	}
+	return r.Cluster.Stop(ctx, name, reason)
+}
+
+// A .k whose stop the API server refuses says so, leaves the job running
+// and its preview not stopping; a later .k stops it. A passing error is
+// tried again, StopTries times, before the chat is told.
+func TestStopRefusedIsSaid(t *testing.T) {
+	gr := schema.GroupResource{Group: shellv1alpha1.GroupVersion.Group, Resource: "shelljobs"}
+	for name, tc := range map[string]struct {
+		err   error
+		calls int32
+	}{
+		"refused": {apierrors.NewForbidden(gr, "x", nil), 1},
+		"passing": {apierrors.NewServiceUnavailable("etcd is down"), bot.StopTries},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stops := &refusedStops{err: tc.err}
+			stops.refuse.Store(tc.calls)
+			e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { stops.Cluster = c; return stops }})
+			since := e.srv.Seq()
+			m := e.send(e.admin, e.group, ".a echo tick; sleep 30")
+			pv := e.preview(since, e.group, m.ID)
+			k := e.send(e.admin, e.group, ".k")
+			ans := e.wait(since, "the answer to .k", sendTo(e.group, k.ID))
+			if want := texts.StopFailed(1, tc.err); ans.Text != want {
+				t.Errorf(".k = %q, want %q", ans.Text, want)
+			}
+			if n := stops.calls.Load(); n != tc.calls {
+				t.Errorf("%d stops asked, want %d", n, tc.calls)
+			}
+			if sj, err := e.cluster.Job(e.ctx, jobOf(m)); err != nil || sj.Spec.Stop {
+				t.Fatalf("after the refused stop: %v, stop %v", err, sj.Spec.Stop)
+			}
+			for _, ev := range e.srv.Log().After(pv.Seq).Of(faketg.Edit) {
+				if ev.MsgID == pv.MsgID && strings.Contains(ev.Text, "stopping") {
+					t.Errorf("the preview says %q after a refused stop", ev.Text)
+				}
+			}
+			since = e.srv.Seq()
+			k = e.send(e.admin, e.group, ".k")
+			if ans := e.wait(since, "the second .k", sendTo(e.group, k.ID)); ans.Text != texts.Stopping(1) {
+				t.Errorf("second .k = %q", ans.Text)
+			}
+			if fin := e.finalEdit(pv.Seq, pv.MsgID); fin.Text != "tick\n\n"+texts.StoppedNote(130) {
+				t.Errorf("final = %q", fin.Text)
+			}
+		})
+	}
+}
