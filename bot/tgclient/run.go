@@ -26,6 +26,7 @@ import (
 	updhook "github.com/gotd/td/telegram/updates/hook"
 	"github.com/gotd/td/tg"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -52,6 +53,10 @@ type Options struct {
 	PublicKeys []telegram.PublicKey
 	// Log defaults to a discarding logger.
 	Log logr.Logger
+	// GotdDebug lets gotd log at debug level when Log does: every RPC, with
+	// the messages' text. Off, gotd logs at info level and above, whatever
+	// Log's verbosity.
+	GotdDebug bool
 	// Ready, when set, is called once the bot takes updates.
 	Ready func()
 	// CallTimeout bounds each attempt of a Telegram call whose context has
@@ -192,7 +197,7 @@ func (c *Client) connect() {
 	w := &sessionWatch{log: o.Log}
 	c.session = w
 	client := telegram.NewClient(o.AppID, o.AppHash, telegram.Options{
-		Logger:         gotdLogger(o.Log),
+		Logger:         gotdLogger(o.Log, o.GotdDebug),
 		SessionStorage: o.Session,
 		UpdateHandler:  c.feed,
 		DC:             o.DC,
@@ -220,12 +225,17 @@ func (c *Client) connect() {
 
 // gotdLogger is the logger gotd itself logs to: log's own zap logger, so
 // that the bot logs through one backend, or none when log is not backed
-// by zap.
-func gotdLogger(log logr.Logger) gotdlog.Logger {
-	if u, ok := log.GetSink().(zapr.Underlier); ok {
-		return logzap.New(u.GetUnderlying().Named("gotd"))
+// by zap; at info level and above unless debug.
+func gotdLogger(log logr.Logger, debug bool) gotdlog.Logger {
+	u, ok := log.GetSink().(zapr.Underlier)
+	if !ok {
+		return logzap.New(zap.NewNop())
 	}
-	return logzap.New(zap.NewNop())
+	z := u.GetUnderlying().Named("gotd")
+	if !debug {
+		z = z.WithOptions(zap.IncreaseLevel(zapcore.InfoLevel))
+	}
+	return logzap.New(z)
 }
 
 // Run connects, logs in with the token unless the stored session is still

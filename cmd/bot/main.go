@@ -91,6 +91,7 @@ func run() error {
 		probeAddr = flag.String("health-probe-bind-address", ":8081", `address of /healthz and /readyz (ready once connected to Telegram); "0" serves none`)
 		metrics   = flag.String("metrics-bind-address", ":8080", `address of the Prometheus /metrics (plain HTTP); "0" serves none`)
 		verbosity = flag.Int("v", 0, "log verbosity (logr V-levels): 0 logs start-up, connections and errors, 1 also each job")
+		gotdDebug = flag.Bool("gotd-debug", false, "let gotd log at debug level with -v=1 or more: every Telegram call, with the messages' text")
 		goOffline = flag.Bool("go-offline", false, "stop the bot's unfinished jobs (reason Shutdown), wait up to 15 s for the running bot to deliver their finals, and exit: the chart's pre-delete hook")
 		dropPools = flag.String("delete-pools", "", "with -go-offline or alone: then delete these ShellPools (comma-separated) and wait until the operator has let them go, and exit: the chart's pre-delete hook, while the operator still runs")
 	)
@@ -172,7 +173,7 @@ func run() error {
 	if err := probes.Serve(context.Background(), *probeAddr, health); err != nil {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
 	}
-	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), Ready: health.Ready}
+	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), GotdDebug: *gotdDebug, Ready: health.Ready}
 	agent, err := agentclient.New(cfg, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: true})
 	if err != nil {
 		return err
