@@ -463,6 +463,29 @@ func TestFilesInAndOut(t *testing.T) {
 
 // A replied-to file over the limit is refused from the size its message
 // gives: nothing is downloaded, and no job is created.
+// A replied-to file whose download fails leaves the command unrun, and
+// the chat is told; no job is made.
+func TestRepliedFileDownloadFails(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	doc, err := e.admin.In(e.group).Document("notes.txt", "text/plain", []byte("from the chat\n")).Text(e.ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.FailNext(tg.UploadGetFileRequestTypeID, 100, faketg.RPCError("FILE_REFERENCE_EXPIRED"))
+	m, err := e.admin.In(e.group).Reply(doc.ID).Text(e.ctx, `.a cat "$SHELLJOB_OUT/notes.txt"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans := e.wait(since, "the answer", sendTo(e.group, m.ID))
+	if !strings.HasPrefix(ans.Text, "📎 Could not download the replied-to file") || !strings.HasSuffix(ans.Text, "the command did not run. Send it again.") {
+		t.Errorf("answer = %q", ans.Text)
+	}
+	if _, err := e.cluster.Job(e.ctx, jobOf(m)); err == nil {
+		t.Error("a job was made for the command")
+	}
+}
+
 func TestRepliedFileTooBig(t *testing.T) {
 	submits := &submitLog{}
 	e := newEnv(t, envOptions{

@@ -14,6 +14,7 @@ import (
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
 )
@@ -110,9 +111,8 @@ func TestFilesOfAHungWorker(t *testing.T) {
 }
 
 // A held job whose worker stops answering while the bot puts its input
-// files is released all the same once the transfer is cut idle, and runs
-// when the worker answers again: with the files, if all of them had
-// reached the worker before it stopped, or without.
+// files is stopped before it runs once the transfer is cut idle: the
+// command never runs without its files, and its final says why.
 func TestInputFilesToAHungWorker(t *testing.T) {
 	e, h := hungEnv(t)
 	since := e.srv.Seq()
@@ -126,7 +126,7 @@ func TestInputFilesToAHungWorker(t *testing.T) {
 	}
 	h.transferEnded(t, "put-files")
 	h.resume()
-	if ev := e.final(since, e.group, m.ID); ev.Text != "from the chat" && ev.Text != "no notes" {
+	if ev := e.final(since, e.group, m.ID); ev.Text != texts.StoppedBeforeRun+"\n\n"+texts.InFilesNotPut {
 		t.Errorf("final = %q", ev.Text)
 	}
 	sj, err := e.cluster.Job(e.ctx, jobOf(m))

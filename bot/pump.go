@@ -93,7 +93,7 @@ type run struct {
 	// resumed: the job was picked up after a restart of the bot.
 	resumed bool
 	// endNote ends the final when nothing else does: why the command did
-	// not run.
+	// not run. Under mu: putFiles sets it.
 	endNote string
 	// complete: the follow read the output to its end.
 	complete atomic.Bool
@@ -106,6 +106,13 @@ type run struct {
 	failed bool // the preview could not be opened
 	pacer  *pace.Pacer
 	last   string
+}
+
+// endNoteText is endNote, read under mu.
+func (r *run) endNoteText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endNote
 }
 
 func (r *run) latest() *shellv1alpha1.ShellJob {
@@ -148,7 +155,9 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
 		}
 		if err != nil {
+			closeFiles(fs)
 			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
+			return b.reply(ctx, m, texts.InFileFailed(err))
 		}
 		files = fs
 	}
@@ -719,8 +728,17 @@ func (r *run) putFiles(ctx context.Context) {
 	defer pr.Close()
 	ns := r.latest().Namespace
 	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, pr); err != nil {
-		b.cfg.Log.Error(err, "Could not put the input files", "job", r.job.Name)
-	} else if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		// The command must not run without its files.
+		b.cfg.Log.Error(err, "Could not put the input files; stopping the job before it runs", "job", r.job.Name)
+		r.mu.Lock()
+		r.endNote = texts.InFilesNotPut
+		r.mu.Unlock()
+		if _, err := b.stopJob(ctx, r.job, shellv1alpha1.StopReasonUser); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", r.job.Name)
+		}
+		return
+	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
 	}
 	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
@@ -787,7 +805,7 @@ func (r *run) deliver(ctx context.Context) {
 			output, long, note = r.finalOutput(ctx)
 		}
 		if note == "" {
-			note = r.endNote
+			note = r.endNoteText()
 		}
 		if r.kind == guestPreview {
 			r.sendGuestFinal(ctx, output, long, code, ran, stop, note)

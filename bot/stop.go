@@ -2,13 +2,11 @@ package bot
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -33,7 +31,7 @@ func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, reason shellv1alpha1.Sto
 		if err == nil {
 			return out, nil
 		}
-		if try == StopTries || !passing(err) || ctx.Err() != nil {
+		if try == StopTries || !kubeutil.IsPassing(err) || ctx.Err() != nil {
 			return 0, err
 		}
 		b.cfg.Log.V(1).Info("Could not stop a job; trying again", "job", j.Name, "try", try, "error", err.Error())
@@ -44,19 +42,4 @@ func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, reason shellv1alpha1.Sto
 		}
 		wait *= 2
 	}
-}
-
-// passing tells whether an API error may go away by itself: not a refusal
-// of the request as it is.
-func passing(err error) bool {
-	if errors.Is(err, context.Canceled) {
-		return false
-	}
-	switch {
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsInvalid(err),
-		apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err),
-		apierrors.IsUnsupportedMediaType(err), apierrors.IsRequestEntityTooLargeError(err):
-		return false
-	}
-	return true
 }

@@ -22,6 +22,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -58,6 +59,14 @@ func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.Sh
 		sj.GenerateName = "tg-"
 	}
 	err := c.Client.Create(ctx, sj)
+	if kubeutil.IsPassing(err) && sj.Name != "" {
+		// A create that timed out may have been carried out: the job is
+		// then ours, and is followed rather than reported as not made.
+		var made shellv1alpha1.ShellJob
+		if gerr := c.Client.Get(ctx, client.ObjectKeyFromObject(sj), &made); gerr == nil && sameJob(&made, sj) {
+			return &made, nil
+		}
+	}
 	if apierrors.IsAlreadyExists(err) && sj.Name != "" {
 		var old shellv1alpha1.ShellJob
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sj), &old); err != nil {
@@ -69,6 +78,12 @@ func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.Sh
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}
 	return sj, nil
+}
+
+// sameJob tells whether got is the job want asked for: its origin and
+// command.
+func sameJob(got, want *shellv1alpha1.ShellJob) bool {
+	return got.Spec.Origin == want.Spec.Origin && got.Spec.Command == want.Spec.Command
 }
 
 // Watch implements bot.JobWatcher, from Cache.

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -398,5 +400,40 @@ func TestCacheKeepsOtherJobsSlim(t *testing.T) {
 	}
 	if cached.Spec.Command != "" || cached.Spec.Origin.User != "me" || cached.UID != cli.UID {
 		t.Errorf("cached CLI job = %+v", cached)
+	}
+}
+
+// A create that timed out but was carried out gives the job, as if it had
+// answered: the bot follows it rather than say the command did not start.
+// One that timed out and was not carried out is an error.
+func TestSubmitTimedOut(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	for name, made := range map[string]bool{"carried out": true, "not carried out": false} {
+		t.Run(name, func(t *testing.T) {
+			inner, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newCluster(t, env.Config, ns)
+			c.Client = interceptor.NewClient(inner, interceptor.Funcs{
+				Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if made {
+						if err := cl.Create(ctx, obj, opts...); err != nil {
+							return err
+						}
+					}
+					return apierrors.NewTimeoutError("the create timed out", 1)
+				},
+			})
+			jobName := "tg-timeout-" + strings.ReplaceAll(name, " ", "-")
+			sj, err := c.Submit(ctx, jobName, telegramSpec("echo once", "1"), nil)
+			switch {
+			case made && (err != nil || sj.Name != jobName || sj.UID == ""):
+				t.Errorf("Submit = %+v, %v; want the job made", sj, err)
+			case !made && !apierrors.IsTimeout(err):
+				t.Errorf("Submit = %v, want the timeout", err)
+			}
+		})
 	}
 }

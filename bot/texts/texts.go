@@ -188,6 +188,9 @@ const (
 	// began to deliver and never finished (it crashed or was killed): the
 	// final goes out without the output, which could take it down again.
 	FinalNotSent = "⚠ The output could not be sent: an earlier attempt to send this final did not finish."
+	// InFilesNotPut ends the final of a job whose replied-to files could
+	// not be put into its directory: it is stopped before it runs.
+	InFilesNotPut = "⚠ The replied-to files could not be put in place; the command did not run. Send it again."
 	// HeldAtRestart ends the final of a job that waited for its replied-to
 	// files when the bot restarted: they are gone with the old bot, and the
 	// command did not run.
@@ -198,6 +201,12 @@ const (
 // nothing is downloaded and the command does not run.
 func InFileTooBig(name string, size, limit int64) string {
 	return fmt.Sprintf("📎 %s is %s, over the %s limit for a replied-to file; the command did not run.", name, Size(size), Size(limit))
+}
+
+// InFileFailed answers a command whose replied-to file could not be
+// downloaded: the command does not run without it.
+func InFileFailed(err error) string {
+	return fmt.Sprintf("📎 Could not download the replied-to file (%v); the command did not run. Send it again.", err)
 }
 
 // OutFileTooBig names a $SHELLJOB_OUT file not sent for its size.
