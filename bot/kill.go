@@ -13,8 +13,12 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// stopText stops j as .k does and says what it did.
+// stopText stops j as .k does and says what it did: the sending of its
+// files, while they are sent, or the job.
 func (b *Bot) stopText(ctx context.Context, j *jobs.Job) string {
+	if j.StopSending() {
+		return texts.FilesStopped(j.Number())
+	}
 	out, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser)
 	if err != nil {
 		return texts.StopFailed(j.Number(), err)
@@ -95,6 +99,8 @@ func (b *Bot) listLines(js []*jobs.Job) string {
 	for _, j := range js {
 		parts := []string{fmt.Sprintf("#%d", j.Number()), age(now.Sub(j.Created).Seconds())}
 		switch {
+		case j.Sending():
+			parts = append(parts, "sending files")
 		case j.State() == jobs.Stopping:
 			parts = append(parts, "stopping")
 		case j.Waiting():

@@ -1097,6 +1097,11 @@ func (r *run) sendFiles(ctx context.Context) {
 		b.cfg.Log.Error(err, "Could not record the files' delivery attempt; not sending them", "job", r.job.Name)
 		return
 	}
+	// A .k stops the sending (Job.StopSending).
+	ctx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	r.job.SetSending(stopSending)
+	defer r.job.SetSending(nil)
 	pr, pw := io.Pipe()
 	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
 	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, pod, r.job.UID, pw)) }()

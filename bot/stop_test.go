@@ -2,12 +2,15 @@ package bot_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -77,5 +80,50 @@ func TestStopRefusedIsSaid(t *testing.T) {
 				t.Errorf("final = %q", fin.Text)
 			}
 		})
+	}
+}
+
+// slowFiles hands the job's files over slowly, as a worker far away does.
+type slowFiles struct{ bot.Cluster }
+
+func (s slowFiles) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+	return s.Cluster.GetFiles(ctx, pod, job, writerFunc(func(p []byte) (int, error) {
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return w.Write(p)
+	}))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A .k while a job's files are sent stops the sending: the rest are not
+// sent, and a .k after it finds nothing running.
+func TestStopSendingFiles(t *testing.T) {
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return slowFiles{c} }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, `.a for i in {1..40}; do head -c 20000 /dev/zero > "$SHELLJOB_OUT/f$i.bin"; done; echo made`)
+	e.wait(since, "the first file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+	k := e.send(e.admin, e.group, ".k")
+	if ans := e.wait(since, "the answer to .k", sendTo(e.group, k.ID)); ans.Text != texts.FilesStopped(1) {
+		t.Errorf(".k while the files are sent = %q", ans.Text)
+	}
+	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
+	sent := 0
+	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+		if ev.ReplyTo == m.ID && ev.OK() {
+			sent++
+		}
+	}
+	if sent >= 40 {
+		t.Errorf("%d files sent after the .k, want fewer than 40", sent)
+	}
+	k = e.send(e.admin, e.group, ".k")
+	if ans := e.wait(since, "the second .k", sendTo(e.group, k.ID)); ans.Text != texts.NoRunning {
+		t.Errorf(".k after the sending stopped = %q", ans.Text)
 	}
 }

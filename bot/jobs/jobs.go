@@ -63,6 +63,8 @@ type Job struct {
 	ended bool
 	// waiting: the operator could not place it yet.
 	waiting bool
+	// stopSending ends the sending of its files, while they are sent.
+	stopSending func()
 	changed chan struct{}
 	done    chan struct{}
 }
@@ -171,6 +173,34 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.mu.Unlock()
 	j.notify()
+}
+
+// SetSending records what stops the sending of the job's files while
+// they are sent; nil once they are.
+func (j *Job) SetSending(stop func()) {
+	j.mu.Lock()
+	j.stopSending = stop
+	j.mu.Unlock()
+}
+
+// Sending tells whether the job's files are being sent.
+func (j *Job) Sending() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.stopSending != nil
+}
+
+// StopSending stops the sending of the job's files, and tells whether it
+// was under way.
+func (j *Job) StopSending() bool {
+	j.mu.Lock()
+	stop := j.stopSending
+	j.stopSending = nil
+	j.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return stop != nil
 }
 
 // MarkEnded records that the bot delivers the job's final, whatever its
@@ -324,11 +354,12 @@ func (r *Registry) Visible(chat, caller int64, guest string) []*Job {
 	return out
 }
 
-// Unfinished keeps the jobs that are Queued, Running or Stopping.
+// Unfinished keeps the jobs a .k can stop: Queued, Running or Stopping,
+// or whose files are being sent.
 func Unfinished(js []*Job) []*Job {
 	var out []*Job
 	for _, j := range js {
-		if j.State() != Ended {
+		if j.State() != Ended || j.Sending() {
 			out = append(out, j)
 		}
 	}

@@ -109,6 +109,10 @@ func AlreadyStopping(n int64) string { return shelljob.StopAlreadyRequested.Text
 // AlreadyEnded is "#3 has already ended.".
 func AlreadyEnded(n int64) string { return shelljob.StopAlreadyEnded.Text(n) }
 
+// FilesStopped answers a .k on a job whose files were being sent: the
+// rest are not sent.
+func FilesStopped(n int64) string { return fmt.Sprintf("⏹ Stopped sending the files of #%d.", n) }
+
 // StopFailed says that a stop of #n failed, and why: the API server's own
 // message where it gave one.
 func StopFailed(n int64, err error) string {
