@@ -24,21 +24,19 @@ import (
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/liveoutput"
+	"shelljob.dev/shelljob/internal/outfiles"
 )
 
 // ShutdownTimeout is how long a shutdown waits for the finals of the jobs
 // it stopped, while the bot is still connected.
 const ShutdownTimeout = 15 * time.Second
 
-// Default file limits (FileLimits). The files go through the bot: a
-// replied-to file is kept in a temporary file until its job has it, and
-// the files of $SHELLJOB_OUT are streamed, but a chat is no place for a
-// file of gigabytes either.
-const (
-	DefaultInFileBytes  = 50 << 20
-	DefaultOutFileBytes = 50 << 20
-	DefaultOutJobBytes  = 200 << 20
-)
+// DefaultInFileBytes is the default limit of a replied-to file
+// (FileLimits.InFile). The files go through the bot: a replied-to file is
+// kept in a temporary file until its job has it, and the files of
+// $SHELLJOB_OUT are streamed, within outfiles' limits, but a chat is no
+// place for a file of gigabytes either.
+const DefaultInFileBytes = 50 << 20
 
 // FileLimits caps the files a job takes in and gives back.
 type FileLimits struct {
@@ -46,17 +44,25 @@ type FileLimits struct {
 	// refused before its download. Defaults to DefaultInFileBytes.
 	InFile int64
 	// OutFile is the most bytes of one $SHELLJOB_OUT file sent back.
-	// Defaults to DefaultOutFileBytes.
+	// Defaults to outfiles.DefaultFileBytes.
 	OutFile int64
 	// OutJob is the most bytes of one job's $SHELLJOB_OUT files sent back.
-	// Defaults to DefaultOutJobBytes.
+	// Defaults to outfiles.DefaultJobBytes.
 	OutJob int64
+	// OutCount is the most $SHELLJOB_OUT files of one job sent back; a
+	// note counts the others. Defaults to outfiles.DefaultCount.
+	OutCount int
+}
+
+// Out is the limits of the files sent back.
+func (l FileLimits) Out() outfiles.Limits {
+	return outfiles.Limits{File: l.OutFile, Job: l.OutJob, Count: l.OutCount}.WithDefaults()
 }
 
 func (l *FileLimits) setDefaults() {
 	l.InFile = cmp.Or(l.InFile, DefaultInFileBytes)
-	l.OutFile = cmp.Or(l.OutFile, DefaultOutFileBytes)
-	l.OutJob = cmp.Or(l.OutJob, DefaultOutJobBytes)
+	out := l.Out()
+	l.OutFile, l.OutJob, l.OutCount = out.File, out.Job, out.Count
 }
 
 // Config configures a Bot.

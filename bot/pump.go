@@ -31,6 +31,7 @@ import (
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
+	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -1079,10 +1080,11 @@ var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".web
 
 // sendFiles streams the files the command left in $SHELLJOB_OUT to the
 // chat, each from the agent's tar stream straight into its upload, within
-// the file limits; a note names the files not sent. The attempt is
-// recorded on the job first: a bot that dies sending them (a file too big
-// for its memory, say) does not try again after its restart, and the note
-// says so. A job whose status counts no files costs no call.
+// the file limits (outfiles); a note names the files not sent, and counts
+// those past the count of files. The attempt is recorded on the job
+// first: a bot that dies sending them (a file too big for its memory, say)
+// does not try again after its restart, and the note says so. A job whose
+// status counts no files costs no call.
 func (r *run) sendFiles(ctx context.Context) {
 	b := r.b
 	obj := r.latest()
@@ -1111,39 +1113,25 @@ func (r *run) sendFiles(ctx context.Context) {
 	for _, f := range r.files {
 		inputs[path.Base(f.Name)] = true
 	}
-	limits := b.cfg.Files
-	var sent int64
-	var skipped []string
-	tr := tar.NewReader(pr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
-			break
-		}
-		if h.Typeflag != tar.TypeReg || inputs[path.Base(h.Name)] {
-			continue
-		}
-		name := path.Base(h.Name)
-		switch {
-		case h.Size > limits.OutFile:
-			skipped = append(skipped, texts.OutFileTooBig(name, h.Size, limits.OutFile))
-			continue
-		case sent+h.Size > limits.OutJob:
-			skipped = append(skipped, texts.OutJobTooBig(name, h.Size, limits.OutJob))
-			continue
-		}
-		sent += h.Size
-		f := File{Name: name, Reader: tr, Size: h.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
+	limits := b.cfg.Files.Out()
+	ignore := func(name string) bool { return inputs[path.Base(name)] }
+	report, err := outfiles.Read(pr, outfiles.Options{Limits: limits, Ignore: ignore}, func(of outfiles.File, content io.Reader) error {
+		name := path.Base(of.Name)
+		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
 		}
+		return nil
+	})
+	if err != nil {
+		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
 	}
-	if len(skipped) > 0 {
-		r.sendNote(ctx, texts.FilesSkipped(skipped))
+	var named []string
+	for _, s := range report.Skipped {
+		named = append(named, texts.OutFileSkipped(path.Base(s.Name), s, limits))
+	}
+	if note := texts.FilesNotSent(named, report.Unlisted, report.OverCount, limits.Count); note != "" {
+		r.sendNote(ctx, note)
 	}
 }
 

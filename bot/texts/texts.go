@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -224,9 +225,66 @@ func OutJobTooBig(name string, size, limit int64) string {
 	return fmt.Sprintf("%s (%s, past the %s limit for a command's files)", name, Size(size), Size(limit))
 }
 
+// OutFileBadName names a $SHELLJOB_OUT file not sent because its name,
+// as the worker gave it, is no path inside the directory.
+func OutFileBadName(name string) string {
+	return fmt.Sprintf("%q (not a path inside $SHELLJOB_OUT)", name)
+}
+
+// OutFileSkipped names a $SHELLJOB_OUT file left out for its size or its
+// name, as name, with the reason s gives against l.
+func OutFileSkipped(name string, s outfiles.Skip, l outfiles.Limits) string {
+	switch s.Why {
+	case outfiles.TooBig:
+		return OutFileTooBig(name, s.Size, l.File)
+	case outfiles.JobFull:
+		return OutJobTooBig(name, s.Size, l.Job)
+	}
+	return OutFileBadName(s.Name)
+}
+
 // FilesSkipped is the note that lists the files not sent, one a line.
 func FilesSkipped(lines []string) string {
 	return "⚠ Not sent from $SHELLJOB_OUT:\n" + strings.Join(lines, "\n")
+}
+
+// FilesUnlisted ends the list of the files not sent when more were left
+// out than it names.
+func FilesUnlisted(n int) string { return fmt.Sprintf("…and %s.", moreFiles(n)) }
+
+// FilesOverCount counts the files not sent because the command had sent
+// as many as it may: "12 more files not sent: a command sends at most 100."
+func FilesOverCount(n, limit int) string {
+	return fmt.Sprintf("%s not sent: a command sends at most %d.", moreFiles(n), limit)
+}
+
+// FilesNotSent is the note on the files of $SHELLJOB_OUT not sent: the
+// files named, one a line (OutFileSkipped), how many more were left out
+// for their size past those, and how many past the count of files; ""
+// when none was left out.
+func FilesNotSent(named []string, unlisted, overCount, countLimit int) string {
+	lines := named
+	if unlisted > 0 {
+		lines = append(lines, FilesUnlisted(unlisted))
+	}
+	if overCount > 0 {
+		if len(lines) == 0 {
+			return "⚠ " + FilesOverCount(overCount, countLimit)
+		}
+		lines = append(lines, FilesOverCount(overCount, countLimit))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return FilesSkipped(lines)
+}
+
+// moreFiles is "1 more file" or "12 more files".
+func moreFiles(n int) string {
+	if n == 1 {
+		return "1 more file"
+	}
+	return fmt.Sprintf("%d more files", n)
 }
 
 // Size is a byte count for people: "512 bytes", "1.5 KB", "400.0 MB", in

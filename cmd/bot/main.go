@@ -56,6 +56,7 @@ import (
 	"shelljob.dev/shelljob/bot/tgclient"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
+	"shelljob.dev/shelljob/internal/outfiles"
 )
 
 func main() {
@@ -99,12 +100,26 @@ func run() error {
 	flag.Var(&outputMemory, "output-memory", "memory for the starts of the jobs' outputs, all jobs together: a final whose output was kept whole is built from memory, another is read again from the agent's spool")
 	finalMemory := resource.QuantityValue{Quantity: *resource.NewQuantity(bot.DefaultFinalMemory, resource.BinarySI)}
 	flag.Var(&finalMemory, "final-memory", "memory for the finals being delivered, all jobs together: each streams its output from the agent's spool into its upload, and a final waits for room before it starts")
+	outFile := resource.QuantityValue{Quantity: *resource.NewQuantity(outfiles.DefaultFileBytes, resource.BinarySI)}
+	flag.Var(&outFile, "files-out-file", "the most bytes of one file of $SHELLJOB_OUT sent back; a bigger one is named in a note")
+	outJob := resource.QuantityValue{Quantity: *resource.NewQuantity(outfiles.DefaultJobBytes, resource.BinarySI)}
+	flag.Var(&outJob, "files-out-job", "the most bytes of one command's files of $SHELLJOB_OUT sent back, all together")
+	outCount := flag.Int("files-out-count", outfiles.DefaultCount, "the most files of $SHELLJOB_OUT one command sends back; a note counts the others")
 	flag.Parse()
 	if finalMemory.Sign() <= 0 {
 		return fmt.Errorf("-final-memory %s: must be positive", finalMemory.String())
 	}
 	if outputMemory.Sign() < 0 {
 		return fmt.Errorf("-output-memory %s: must not be negative", outputMemory.String())
+	}
+	files := bot.FileLimits{OutFile: outFile.Value(), OutJob: outJob.Value(), OutCount: *outCount}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"-files-out-file", files.OutFile}, {"-files-out-job", files.OutJob}, {"-files-out-count", int64(files.OutCount)}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s %d: must be positive", f.name, f.v)
+		}
 	}
 	keptOutput := outputMemory.Value()
 	if keptOutput == 0 {
@@ -219,7 +234,7 @@ func run() error {
 		}
 	}
 
-	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, FinalMemory: finalMemory.Value(), Log: log.WithName("bot")}, nil, cluster, store)
+	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, FinalMemory: finalMemory.Value(), Files: files, Log: log.WithName("bot")}, nil, cluster, store)
 	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry(), b.Followers(), b.OutputMemory())...)); err != nil {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}

@@ -43,15 +43,6 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Validate tells whether each limit is positive, once defaulted.
-func (l Limits) Validate() error {
-	l = l.WithDefaults()
-	if l.File < 0 || l.Job < 0 || l.Count < 0 {
-		return fmt.Errorf("file limits must not be negative: %d bytes a file, %d bytes a job, %d files a job", l.File, l.Job, l.Count)
-	}
-	return nil
-}
-
 // Decision is what becomes of one file.
 type Decision int
 

@@ -60,17 +60,6 @@ func repeat(d outfiles.Decision, n int) []outfiles.Decision {
 	return out
 }
 
-func TestLimitsValidate(t *testing.T) {
-	if err := (outfiles.Limits{}).Validate(); err != nil {
-		t.Errorf("the defaults: %v", err)
-	}
-	for _, l := range []outfiles.Limits{{File: -1}, {Job: -1}, {Count: -1}} {
-		if err := l.Validate(); err == nil {
-			t.Errorf("%+v: no error", l)
-		}
-	}
-}
-
 // entry is one tar entry of a test stream.
 type entry struct {
 	name string
