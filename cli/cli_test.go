@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -102,11 +104,11 @@ func TestTerminalDetection(t *testing.T) {
 func TestKittyOnlyOnATerminal(t *testing.T) {
 	png := bytes.Repeat([]byte{0x89, 'P', 'N', 'G'}, 3000)
 	var buf bytes.Buffer
-	if wrote, err := writeKitty(&buf, png); wrote || err != nil || buf.Len() != 0 {
+	if wrote, err := writeKitty(&buf, bytes.NewReader(png)); wrote || err != nil || buf.Len() != 0 {
 		t.Errorf("buffer: wrote %v, %v, %d bytes", wrote, err, buf.Len())
 	}
 	r, w, _ := os.Pipe()
-	if wrote, err := writeKitty(w, png); wrote || err != nil {
+	if wrote, err := writeKitty(w, bytes.NewReader(png)); wrote || err != nil {
 		t.Errorf("pipe: wrote %v, %v", wrote, err)
 	}
 	w.Close()
@@ -114,7 +116,7 @@ func TestKittyOnlyOnATerminal(t *testing.T) {
 		t.Errorf("pipe got %d bytes", len(b))
 	}
 	tty := openPTY(t)
-	go func() { _, _ = writeKitty(tty, png) }()
+	go func() { _, _ = writeKitty(tty, bytes.NewReader(png)) }()
 	_ = tty // the terminal side is written; the escape starts the stream
 	if !isTerminal(tty) {
 		t.Error("pty is no terminal")
@@ -131,6 +133,53 @@ func TestKittyOnlyOnATerminal(t *testing.T) {
 	saved, err := os.ReadFile(dir + "/plot.png")
 	if err != nil || !bytes.Equal(saved, png) || !strings.Contains(errOut, dir+"/plot.png") {
 		t.Errorf("saved file: %v; stderr %q", err, errOut)
+	}
+}
+
+// The kitty escapes of an image read as a stream: chunks of 4096 base64
+// bytes, each but the last saying more follows, that decode to the image.
+func TestKittyEscapes(t *testing.T) {
+	for _, size := range []int{0, 1, 3072, 3073, 3 * 3072, 10_000} {
+		png := make([]byte, size)
+		for i := range png {
+			png[i] = byte(i * 7)
+		}
+		var buf bytes.Buffer
+		if err := kittyEscapes(&buf, iotest.OneByteReader(bytes.NewReader(png))); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		if !strings.HasSuffix(out, "\n") {
+			t.Errorf("%d bytes: no newline at the end", size)
+		}
+		var data []byte
+		seqs := strings.Split(strings.TrimSuffix(out, "\n"), "\x1b\\")
+		seqs = seqs[:len(seqs)-1]
+		for i, seq := range seqs {
+			head, b64, ok := strings.Cut(seq, ";")
+			wantHead := "\x1b_Gm="
+			if i == 0 {
+				wantHead = "\x1b_Gf=100,a=T,m="
+			}
+			more := "1"
+			if i == len(seqs)-1 {
+				more = "0"
+			}
+			if !ok || head != wantHead+more || len(b64) > kittyChunk {
+				t.Errorf("%d bytes: sequence %d of %d: head %q, %d base64 bytes", size, i, len(seqs), head, len(b64))
+			}
+			chunk, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = append(data, chunk...)
+		}
+		if !bytes.Equal(data, png) {
+			t.Errorf("%d bytes: decoded %d bytes that differ", size, len(data))
+		}
+		if want := max(1, (size+3071)/3072); len(seqs) != want {
+			t.Errorf("%d bytes: %d sequences, want %d", size, len(seqs), want)
+		}
 	}
 }
 

@@ -29,8 +29,15 @@ Ctrl-C stops the job (` + agentapi.StopLadderText() + `) and waits for its
 end. A second Ctrl-C detaches; the job goes on stopping.
 
 Files the command leaves in $SHELLJOB_OUT are saved under --output-dir and
-their paths printed. PNG images are also shown inline, with the kitty
-graphics protocol, when the standard output is a terminal.`
+their paths printed, each streamed to its file, within the bot's limits:
+at most 100 files, each up to 50 MiB and 200 MiB in all; a warning names
+those left out. PNG images are also shown inline, with the kitty
+graphics protocol, when the standard output is a terminal.
+
+Once the output is read to its end and the files are saved, the job is
+marked delivered (the shell.shelljob.dev/delivered annotation), as the
+bot marks its own: the operator then need not keep its worker for it. A
+detached job is not marked.`
 
 const execExample = `  # Run a command on the default pool.
   kubectl shelljob exec -- uname -a
@@ -155,7 +162,7 @@ func (e *ExecOptions) Run(ctx context.Context) error {
 	}
 	interrupts, stop := e.Interrupts()
 	defer stop()
-	r := &runner{cluster: cluster, IOStreams: e.IOStreams, interrupts: interrupts, render: e.Render, outputDir: e.OutputDir}
+	r := &runner{cluster: cluster, IOStreams: e.IOStreams, interrupts: interrupts, render: e.Render, outputDir: e.OutputDir, clock: e.Clock}
 	code, err := r.run(ctx, jobRequest{Command: e.command, Mode: mode, Pool: e.Pool, Timeout: e.Timeout})
 	if err != nil {
 		return err

@@ -3,10 +3,12 @@ package cli
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -42,6 +44,9 @@ type fakeAgent struct {
 	Uncounted bool
 	// RefuseLater plays an agent older than JobFromStdin.
 	RefuseLater bool
+	// FollowErr and GetFilesErr, if not nil, end each follow and each
+	// GetFiles, after what they wrote.
+	FollowErr, GetFilesErr error
 
 	getFiles atomic.Int32
 	// calls, if not nil, logs each follow as "follow POD" or "follow-later
@@ -99,7 +104,7 @@ func (a *fakeAgent) Follow(_ context.Context, pod types.NamespacedName, _ string
 		a.calls.add("follow %s from %d", pod, offset)
 	}
 	_, err := io.WriteString(w, a.Output[max(offset, 0):])
-	return int64(len(a.Output)), err
+	return int64(len(a.Output)), cmp.Or(err, a.FollowErr)
 }
 
 func (a *fakeAgent) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
@@ -121,7 +126,9 @@ func (a *fakeAgent) FollowLater(ctx context.Context, pod types.NamespacedName, n
 func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string, w io.Writer) error {
 	a.getFiles.Add(1)
 	tw := tar.NewWriter(w)
-	for name, data := range a.Files {
+	// In name order, as the agent walks the directory.
+	for _, name := range slices.Sorted(maps.Keys(a.Files)) {
+		data := a.Files[name]
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
@@ -129,7 +136,7 @@ func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string
 			return err
 		}
 	}
-	return tw.Close()
+	return cmp.Or(a.GetFilesErr, tw.Close())
 }
 
 // fakeCluster is a Cluster on controller-runtime's fake client, with an
@@ -220,6 +227,8 @@ type fakeJobs struct {
 	// beforeCreate, if not nil, runs at the start of each create.
 	beforeCreate func()
 	created      atomic.Int64
+	// patchErr, if not nil, fails each patch.
+	patchErr error
 }
 
 func (f *fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ metav1.CreateOptions) (*shellv1alpha1.ShellJob, error) {
@@ -252,6 +261,9 @@ func (f *fakeJobs) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (f *fakeJobs) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*shellv1alpha1.ShellJob, error) {
+	if f.patchErr != nil {
+		return nil, f.patchErr
+	}
 	job := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}}
 	return job, f.c.Patch(ctx, job, client.RawPatch(pt, data))
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -129,6 +130,20 @@ func (p jobPatcher) Get(ctx context.Context, name string) (*shellv1alpha1.ShellJ
 
 func (p jobPatcher) MergePatch(ctx context.Context, name string, patch []byte) (*shellv1alpha1.ShellJob, error) {
 	return p.jobs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// markDelivered marks job name delivered (AnnotationDelivered) at now, as
+// the bot marks the jobs it delivered, with a merge patch of that
+// annotation alone: the operator then lets a retired worker go at once
+// and counts the job's TTL from the mark.
+func (c *Cluster) markDelivered(ctx context.Context, name string, now time.Time) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		shellv1alpha1.AnnotationDelivered: now.UTC().Format(time.RFC3339),
+	}}})
+	if _, err := (jobPatcher{c.Jobs}).MergePatch(ctx, name, patch); err != nil {
+		return fmt.Errorf("mark shelljob %s delivered: %w", name, err)
+	}
+	return nil
 }
 
 // finishedReason is the reason of the job's Finished condition.

@@ -111,7 +111,7 @@ func (r *ReplOptions) runJobs(ctx context.Context, next func() (string, error)) 
 	}
 	interrupts, stop := r.Interrupts()
 	defer stop()
-	run := &runner{cluster: cluster, IOStreams: r.IOStreams, interrupts: interrupts}
+	run := &runner{cluster: cluster, IOStreams: r.IOStreams, interrupts: interrupts, clock: r.Clock}
 	code := 0
 	for {
 		command, err := next()

@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -17,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/termrender"
 )
@@ -60,6 +61,11 @@ type runner struct {
 	render bool
 	// outputDir is where the files go, "" for ./shelljob-out/<job>.
 	outputDir string
+	// clock times the delivery marks.
+	clock clock.PassiveClock
+	// fileLimits cap the files saved; zero fields take outfiles'
+	// defaults, the bot's.
+	fileLimits outfiles.Limits
 
 	// user is the job origin's user, once known: the API server fills it
 	// in (the origin-user policy), or a SelfSubjectReview tells it.
@@ -347,13 +353,21 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 	}
 	var (
 		files    []string
+		skipped  outfiles.Report
 		filesErr error
 	)
 	// The output is closed: the job has ended, so its files are complete,
 	// and its status says whether it left any (an older agent does not
 	// say).
 	if placed && f.whole && shelljob.MayHaveFiles(j) {
-		files, filesErr = r.saveFiles(ctx, j)
+		files, skipped, filesErr = r.saveFiles(ctx, j)
+	}
+	// Delivered: nothing ran, or its output was read to its end and its
+	// files fetched. A job left undelivered keeps its worker, retired,
+	// for the operator's delivery grace.
+	var markErr error
+	if !placed || !shelljob.IsStarted(j) || (f.whole && filesErr == nil) {
+		markErr = r.cluster.markDelivered(ctx, j.Name, r.clock.Now())
 	}
 	if o.rend != nil {
 		if _, err := io.WriteString(r.Out, o.rend.String()); err != nil {
@@ -366,10 +380,28 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 	if placed && f.err != nil {
 		fmt.Fprintln(r.ErrOut, "warning: output:", f.err)
 	}
+	r.warnSkipped(skipped)
 	if filesErr != nil {
 		fmt.Fprintln(r.ErrOut, "warning: files:", filesErr)
 	}
+	if markErr != nil {
+		fmt.Fprintln(r.ErrOut, "warning:", markErr)
+	}
 	return r.exitCode(j)
+}
+
+// warnSkipped warns of the files saveFiles left out.
+func (r *runner) warnSkipped(rep outfiles.Report) {
+	limits := r.fileLimits.WithDefaults()
+	for _, s := range rep.Skipped {
+		fmt.Fprintln(r.ErrOut, "warning: files: not saved:", texts.OutFileSkipped(s.Name, s, limits))
+	}
+	if rep.Unlisted > 0 {
+		fmt.Fprintf(r.ErrOut, "warning: files: %d more not saved, for their size\n", rep.Unlisted)
+	}
+	if rep.OverCount > 0 {
+		fmt.Fprintf(r.ErrOut, "warning: files: %d more not saved: a command saves at most %d\n", rep.OverCount, limits.Count)
+	}
 }
 
 // laterFollower is an agent client that can open a follow before it knows
@@ -459,47 +491,91 @@ func idleTimeout(j *shellv1alpha1.ShellJob) int64 {
 	return *j.Spec.IdleTimeoutSeconds
 }
 
-// saveFiles writes the files the command left in $SHELLJOB_OUT under the
-// output directory, shows images inline on a terminal, and returns the
-// paths written.
-func (r *runner) saveFiles(ctx context.Context, j *shellv1alpha1.ShellJob) ([]string, error) {
-	var buf bytes.Buffer
-	if err := r.cluster.Agent.GetFiles(ctx, r.cluster.workerPod(j), string(j.UID), &buf); err != nil {
-		return nil, err
-	}
+// saveFiles streams the files the command left in $SHELLJOB_OUT from the
+// agent's tar stream into the output directory, each straight into its
+// file, within the file limits, and shows PNG images inline on a
+// terminal. It returns the paths written and what was left out. No name
+// reaches outside the directory (os.Root), and a file cut short is
+// removed.
+func (r *runner) saveFiles(ctx context.Context, j *shellv1alpha1.ShellJob) ([]string, outfiles.Report, error) {
 	dir := r.outputDir
 	if dir == "" {
 		dir = filepath.Join("shelljob-out", j.Name)
 	}
-	var saved []string
-	tr := tar.NewReader(&buf)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return saved, nil
+	pr, pw := io.Pipe()
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		pw.CloseWithError(r.cluster.Agent.GetFiles(ctx, r.cluster.workerPod(j), string(j.UID), pw))
+	}()
+	defer func() {
+		// Closing the reader ends a GetFiles still writing.
+		pr.Close()
+		<-fetched
+	}()
+	var (
+		root  *os.Root
+		saved []string
+	)
+	defer func() {
+		if root != nil {
+			root.Close()
 		}
-		if err != nil {
-			return saved, err
-		}
-		if h.Typeflag != tar.TypeReg || !filepath.IsLocal(h.Name) {
-			continue
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			return saved, err
-		}
-		path := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return saved, err
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return saved, err
-		}
-		saved = append(saved, path)
-		if strings.EqualFold(filepath.Ext(path), ".png") {
-			if _, err := writeKitty(r.Out, data); err != nil {
-				return saved, err
+	}()
+	report, err := outfiles.Read(pr, outfiles.Options{Limits: r.fileLimits}, func(f outfiles.File, content io.Reader) error {
+		if root == nil {
+			// Made at the first file: a job that leaves none makes no
+			// directory.
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			var err error
+			if root, err = os.OpenRoot(dir); err != nil {
+				return err
 			}
 		}
+		if err := saveFile(root, f.Name, content); err != nil {
+			return err
+		}
+		saved = append(saved, filepath.Join(dir, filepath.FromSlash(f.Name)))
+		if strings.EqualFold(path.Ext(f.Name), ".png") && isTerminal(r.Out) {
+			return showImage(r.Out, root, f.Name)
+		}
+		return nil
+	})
+	return saved, report, err
+}
+
+// saveFile writes content to name in root, and removes what it wrote if
+// the copy fails.
+func saveFile(root *os.Root, name string, content io.Reader) error {
+	if d := path.Dir(name); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("save %s: %w", name, err)
+		}
 	}
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("save %s: %w", name, err)
+	}
+	_, err = io.Copy(out, content)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = root.Remove(name)
+		return fmt.Errorf("save %s: %w", name, err)
+	}
+	return nil
+}
+
+// showImage shows the saved PNG name of root inline (writeKitty).
+func showImage(w io.Writer, root *os.Root, name string) error {
+	f, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = writeKitty(w, f)
+	return err
 }

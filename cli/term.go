@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/base64"
+	"errors"
 	"io"
 
 	"golang.org/x/term"
@@ -24,27 +25,54 @@ const kittyChunk = 4096
 // only when w is a terminal: in a file or a pipe the escape sequences
 // would be a blob of base64 in the captured output. It reports whether it
 // wrote anything.
-func writeKitty(w io.Writer, png []byte) (bool, error) {
+func writeKitty(w io.Writer, png io.Reader) (bool, error) {
 	if !isTerminal(w) {
 		return false, nil
 	}
-	data := base64.StdEncoding.EncodeToString(png)
-	for first := true; first || data != ""; first = false {
-		n := min(kittyChunk, len(data))
-		chunk := data[:n]
-		data = data[n:]
+	return true, kittyEscapes(w, png)
+}
+
+// kittyEscapes writes png as the kitty graphics protocol's escape
+// sequences, kittyChunk bytes of base64 each, as it reads it.
+func kittyEscapes(w io.Writer, png io.Reader) error {
+	const raw = kittyChunk / 4 * 3 // the bytes of one chunk's base64
+	cur, next := make([]byte, raw), make([]byte, raw)
+	n, err := readChunk(png, cur)
+	if err != nil {
+		return err
+	}
+	for first := true; ; first = false {
+		m := 0
+		if n == raw {
+			if m, err = readChunk(png, next); err != nil {
+				return err
+			}
+		}
 		more := "0"
-		if data != "" {
+		if m > 0 {
 			more = "1"
 		}
 		head := "\x1b_Gm=" + more
 		if first {
 			head = "\x1b_Gf=100,a=T,m=" + more
 		}
-		if _, err := io.WriteString(w, head+";"+chunk+"\x1b\\"); err != nil {
-			return true, err
+		if _, err := io.WriteString(w, head+";"+base64.StdEncoding.EncodeToString(cur[:n])+"\x1b\\"); err != nil {
+			return err
 		}
+		if m == 0 {
+			break
+		}
+		cur, next, n = next, cur, m
 	}
-	_, err := io.WriteString(w, "\n")
-	return true, err
+	_, err = io.WriteString(w, "\n")
+	return err
+}
+
+// readChunk fills buf from r as far as r goes, and returns how much.
+func readChunk(r io.Reader, buf []byte) (int, error) {
+	n, err := io.ReadFull(r, buf)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil
+	}
+	return n, err
 }

@@ -176,8 +176,9 @@ type Options struct {
 // at most f.Size bytes, valid until take returns, which take need not read
 // to its end. Directories, links and other entries are passed over. An
 // error of take ends the walk and is returned; a broken stream ends it
-// with the stream's error. The Report says what was left out of the files
-// read so far, and is valid with either error.
+// with the stream's error, even one after the archive's end. The Report
+// says what was left out of the files read so far, and is valid with
+// either error.
 func Read(r io.Reader, o Options, take func(f File, content io.Reader) error) (rep Report, err error) {
 	tally := Tally{Limits: o.Limits}
 	defer func() { rep.Taken, rep.TakenBytes = tally.Taken() }()
@@ -185,6 +186,12 @@ func Read(r io.Reader, o Options, take func(f File, content io.Reader) error) (r
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			// What follows the archive's end is read too, so that a
+			// stream that fails after it (an exec that ends in an error)
+			// fails the Read.
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return rep, fmt.Errorf("read the files' tar stream: %w", err)
+			}
 			return rep, nil
 		}
 		if err != nil {

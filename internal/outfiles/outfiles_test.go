@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -257,6 +258,14 @@ func TestReadErrors(t *testing.T) {
 	})
 	if !errors.Is(err, io.ErrUnexpectedEOF) || len(rep.Skipped) != 1 || rep.Skipped[0].Why != outfiles.TooBig {
 		t.Errorf("a huge header: %v, report %+v", err, rep)
+	}
+
+	// The stream fails after the archive's end, as an exec that ends in an
+	// error does.
+	failed := errors.New("exec ended with an error")
+	_, err = outfiles.Read(io.MultiReader(bytes.NewReader(stream), iotest.ErrReader(failed)), outfiles.Options{}, func(outfiles.File, io.Reader) error { return nil })
+	if !errors.Is(err, failed) {
+		t.Errorf("a stream failed after its end: %v", err)
 	}
 
 	if _, err := outfiles.Read(strings.NewReader("not a tar stream, not at all, and longer than a block? no"), outfiles.Options{}, nil); err == nil {
