@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/outfiles"
 )
 
 var execLong = `Runs a shell command as a ShellJob on a worker of a ShellPool, streams its
@@ -30,9 +33,10 @@ end. A second Ctrl-C detaches; the job goes on stopping.
 
 Files the command leaves in $SHELLJOB_OUT are saved under --output-dir and
 their paths printed, each streamed to its file, within the bot's limits:
-at most 100 files, each up to 50 MiB and 200 MiB in all; a warning names
-those left out. PNG images are also shown inline, with the kitty
-graphics protocol, when the standard output is a terminal.
+at most ` + strconv.Itoa(outfiles.DefaultCount) + ` files, each up to ` + texts.Size(outfiles.DefaultFileBytes) + ` and ` + texts.Size(outfiles.DefaultJobBytes) + `
+in all; a warning names those left out. PNG images are also shown
+inline, with the kitty graphics protocol, when the standard output is a
+terminal.
 
 Once the output is read to its end and the files are saved, the job is
 marked delivered (the shell.shelljob.dev/delivered annotation), as the
