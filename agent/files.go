@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -138,24 +139,33 @@ func (d *Daemon) countFiles(j *job) *agentapi.Files {
 	return &n
 }
 
+// dirBatch is how many entries of one directory a walk reads at once: a
+// command may leave a hundred thousand files in $SHELLJOB_OUT, and no walk
+// holds all their names.
+const dirBatch = 1024
+
 // walkOut calls fn with each path below root, its path relative to root,
-// and its info, in lexical order. What is removed while it walks is
-// skipped.
+// and its info, depth first, a directory before what it holds. A directory
+// of up to dirBatch entries comes in lexical order; a bigger one a batch
+// at a time, each batch in lexical order. What is removed while it walks
+// is skipped.
 func walkOut(root string, fn func(p, rel string, fi fs.FileInfo) error) error {
-	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
+	return walkDir(root, "", fn)
+}
+
+// walkDir is walkOut of the directory rel below root. The directory stays
+// open while its subdirectories are walked: one descriptor a level.
+func walkDir(root, rel string, fn func(p, rel string, fi fs.FileInfo) error) error {
+	d, err := os.Open(filepath.Join(root, rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed while we walked
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return eachEntry(d, func(e fs.DirEntry) error {
+		erel := filepath.Join(rel, e.Name())
 		fi, err := e.Info()
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -163,8 +173,34 @@ func walkOut(root string, fn func(p, rel string, fi fs.FileInfo) error) error {
 		if err != nil {
 			return err
 		}
-		return fn(p, rel, fi)
+		if err := fn(filepath.Join(root, erel), erel, fi); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return walkDir(root, erel, fn)
+		}
+		return nil
 	})
+}
+
+// eachEntry calls fn with the entries of the open directory d, read
+// dirBatch at a time, each batch in lexical order, until fn fails.
+func eachEntry(d *os.File, fn func(fs.DirEntry) error) error {
+	for {
+		ents, err := d.ReadDir(dirBatch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(ents) == 0 {
+			return nil
+		}
+		slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, e := range ents {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func tarDir(root string, w io.Writer) error {

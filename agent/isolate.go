@@ -261,15 +261,19 @@ func reclaim(path string, owner cred) error {
 	if err := os.Chmod(path, 0o700); err != nil {
 		return err
 	}
-	ents, err := os.ReadDir(path)
+	d, err := os.Open(path)
 	if err != nil {
 		return err
 	}
+	defer d.Close()
 	var errs []error
-	for _, e := range ents {
-		errs = append(errs, reclaim(filepath.Join(path, e.Name()), owner))
-	}
-	return errors.Join(errs...)
+	err = eachEntry(d, func(e fs.DirEntry) error {
+		if err := reclaim(filepath.Join(path, e.Name()), owner); err != nil {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	return errors.Join(append(errs, err)...)
 }
 
 // ownDir makes path a directory of c alone (0700). The agent owns it for
