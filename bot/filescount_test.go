@@ -3,6 +3,9 @@ package bot_test
 import (
 	"context"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -10,6 +13,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
+	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -80,6 +84,59 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 			}
 			if want := int(tc.calls); uploads != want {
 				t.Errorf("out.txt sent %d times, want %d", uploads, want)
+			}
+		})
+	}
+}
+
+// A command sends at most OutCount files of $SHELLJOB_OUT, the first in
+// name order, and a note counts the others; a file left out for its size
+// is named and counts toward nothing. Each case waits for the note, then
+// for the delivery mark, which follows the last upload.
+func TestFilesCountCapped(t *testing.T) {
+	for name, tc := range map[string]struct {
+		files   bot.FileLimits
+		command string
+		sent    []string
+		note    string
+	}{
+		"a small cap": {
+			files:   bot.FileLimits{OutFile: 1 << 10, OutCount: 3},
+			command: `head -c 2048 /dev/zero > a-big.bin; for i in {1..8}; do echo $i > f$i.txt; done`,
+			sent:    []string{"f1.txt", "f2.txt", "f3.txt"},
+			note:    texts.FilesNotSent([]string{texts.OutFileTooBig("a-big.bin", 2048, 1<<10)}, 0, 5, 3),
+		},
+		"the default cap": {
+			command: `for i in {1001..1250}; do echo $i > $i.txt; done`,
+			sent: func() []string {
+				var names []string
+				for i := 1001; i <= 1100; i++ {
+					names = append(names, strconv.Itoa(i)+".txt")
+				}
+				return names
+			}(),
+			note: "⚠ 150 more files not sent: a command sends at most 100.",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, envOptions{files: tc.files})
+			since := e.srv.Seq()
+			m := e.send(e.admin, e.group, `.a cd "$SHELLJOB_OUT"; `+tc.command)
+			note := e.wait(since, "the note", func(ev faketg.Event) bool {
+				return sendTo(e.group, m.ID)(ev) && strings.HasPrefix(ev.Text, "⚠")
+			})
+			if note.Text != tc.note {
+				t.Errorf("note = %q, want %q", note.Text, tc.note)
+			}
+			e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
+			var sent []string
+			for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+				if ev.Media != nil {
+					sent = append(sent, ev.Media.Filename)
+				}
+			}
+			if !slices.Equal(sent, tc.sent) {
+				t.Errorf("sent %d files %q, want %d %q", len(sent), sent, len(tc.sent), tc.sent)
 			}
 		})
 	}
