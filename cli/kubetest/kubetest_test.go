@@ -22,6 +22,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/cli"
+	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -29,7 +30,7 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { clustertest.Main(m, &env) }
 
 // applyPolicy creates the objects of a file of config/policy, each after
 // edit, if not nil.

@@ -1,0 +1,113 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/cli"
+	"shelljob.dev/shelljob/internal/clustertest"
+	"shelljob.dev/shelljob/internal/shelljob"
+)
+
+// pluginOn runs kubectl-shelljob as user in cl's namespace: the real
+// commands and clients on the envtest kubeconfig, but for the agents of
+// cl's workers, which it reaches as clustertest's operator does, in place
+// of pod exec (envtest has no kubelet).
+func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, args ...string) (string, string, int) {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(true)
+	kubeconfig, ns, cacheDir := env.Kubeconfig, cl.Namespace, t.TempDir()
+	groups := []string{"system:masters"}
+	flags.KubeConfig, flags.Namespace, flags.Impersonate, flags.ImpersonateGroup, flags.CacheDir = &kubeconfig, &ns, &user, &groups, &cacheDir
+	workerNS := ""
+	real := cli.NewClusterGetter(flags, &workerNS)
+	var out, errOut bytes.Buffer
+	cmd := cli.NewCmd(cli.Options{
+		IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Cluster: func() (*cli.Cluster, error) {
+			c, err := real()
+			if c != nil {
+				c.Agent = cl.Agents
+			}
+			return c, err
+		},
+		Interrupts: func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} },
+	})
+	cmd.SetArgs(args)
+	cmd.SetContext(ctx)
+	code := cli.Main(cmd, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// exec streams the files a command leaves in $SHELLJOB_OUT to disk within
+// the bot's caps, warns of those left out, and marks the job delivered
+// once its output and files are in; a job without files is marked as its
+// output ends.
+func TestExecFilesAndDeliveredMark(t *testing.T) {
+	cl := clustertest.Start(t, env, clustertest.Options{Workers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "out")
+	// In name order: a/deep/n.txt, big.bin (50 MiB and a byte, sparse),
+	// then f101.txt to f220.txt, of which the first 99 fill the count.
+	command := `cd "$SHELLJOB_OUT"; mkdir -p a/deep; echo nested > a/deep/n.txt; truncate -s $((50*1024*1024+1)) big.bin; ` +
+		`for i in {101..220}; do echo $i > f$i.txt; done; echo done`
+	out, errOut, code := pluginOn(ctx, t, cl, "erin", "exec", "--pool", cl.Pool, "--output-dir", dir, "--", command)
+	if code != 0 || out != "done\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var saved []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			saved = append(saved, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if len(saved) != 100 || saved[0] != "a/deep/n.txt" || strings.Contains(strings.Join(saved, " "), "f200.txt") {
+		t.Errorf("%d files saved: %q", len(saved), saved)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f199.txt")); err != nil || string(b) != "199\n" {
+		t.Errorf("f199.txt: %q, %v", b, err)
+	}
+	for _, want := range []string{
+		"saved " + filepath.Join(dir, "a", "deep", "n.txt") + "\n",
+		"warning: files: not saved: big.bin (50.0 MB, over the 50.0 MB limit for one file)\n",
+		"warning: files: 21 more not saved: a command saves at most 100\n",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if n := strings.Count(errOut, "saved "+dir); n != 100 {
+		t.Errorf("%d files named saved", n)
+	}
+	delivered := func(what string) {
+		t.Helper()
+		var list shellv1alpha1.ShellJobList
+		if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range list.Items {
+			if _, ok := shelljob.Delivered(&j); !ok && strings.Contains(j.Spec.Command, what) {
+				t.Errorf("job %s (%q) not marked delivered: %v", j.Name, what, j.Annotations)
+			}
+		}
+	}
+	delivered("f$i.txt")
+
+	if out, errOut, code := pluginOn(ctx, t, cl, "erin", "exec", "--pool", cl.Pool, "--", "echo", "no files"); code != 0 || out != "no files\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	delivered("no files")
+}
