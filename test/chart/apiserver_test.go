@@ -87,10 +87,14 @@ type access struct {
 // namespace may do a.
 func allowed(t *testing.T, c client.Client, sa string, a access) bool {
 	t.Helper()
-	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   "system:serviceaccount:" + namespace + ":" + sa,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}}
+	return allowedAs(t, c, "system:serviceaccount:"+namespace+":"+sa,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}, a)
+}
+
+// allowedAs asks the API server whether user, of groups, may do a.
+func allowedAs(t *testing.T, c client.Client, user string, groups []string, a access) bool {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups}}
 	if a.path != "" {
 		review.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: a.path, Verb: a.verb}
 	} else {
@@ -233,5 +237,74 @@ func TestOnAPIServer(t *testing.T) {
 	}
 	if err := bot.Create(ctx, job); err != nil {
 		t.Errorf("the bot's ShellJob: %v", err)
+	}
+
+	cliUserMarksDelivered(t, env)
+}
+
+// cliUserMarksDelivered: a kubectl shelljob user, who may edit the
+// namespace (the chart's editor ClusterRole, which the built-in edit and
+// admin aggregate), may mark their job delivered and stop it with merge
+// patches, as the plugin does, through RBAC and the admission policies; a
+// viewer may not.
+func cliUserMarksDelivered(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	c := env.Client
+	for user, role := range map[string]string{"carol": "shelljob-editor", "victor": "shelljob-viewer"} {
+		if err := c.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-" + namespace + "-" + role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	authenticated := []string{"system:authenticated"}
+	patchJobs := access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}
+	if !allowedAs(t, c, "carol", authenticated, patchJobs) {
+		t.Error("an editor may not patch shelljobs")
+	}
+	if allowedAs(t, c, "victor", authenticated, patchJobs) {
+		t.Error("a viewer may patch shelljobs")
+	}
+
+	asUser := func(user string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: authenticated}
+		cl, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	carol := asUser("carol")
+	job := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "cli-"},
+		Spec: shellv1alpha1.ShellJobSpec{
+			Command: "echo hi", Mode: shellv1alpha1.ModeFork, Pool: "shell",
+			Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "carol"},
+		},
+	}
+	if err := carol.Create(ctx, job); err != nil {
+		t.Fatalf("carol's ShellJob: %v", err)
+	}
+	mark := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+shellv1alpha1.AnnotationDelivered+`":"2026-12-02T17:00:00Z"}}}`))
+	if err := carol.Patch(ctx, job.DeepCopy(), mark); err != nil {
+		t.Errorf("carol's delivered mark: %v", err)
+	}
+	stop := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"stop":true,"stopReason":"User"}}`))
+	if err := carol.Patch(ctx, job.DeepCopy(), stop); err != nil {
+		t.Errorf("carol's stop: %v", err)
+	}
+	if err := asUser("victor").Patch(ctx, job.DeepCopy(), mark); err == nil {
+		t.Error("victor, a viewer, marked carol's job delivered")
+	}
+	var got shellv1alpha1.ShellJob
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[shellv1alpha1.AnnotationDelivered] != "2026-12-02T17:00:00Z" || !got.Spec.Stop {
+		t.Errorf("carol's job: annotations %v, stop %v", got.Annotations, got.Spec.Stop)
 	}
 }

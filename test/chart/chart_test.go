@@ -397,7 +397,8 @@ func TestBot(t *testing.T) {
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
 	for _, want := range []string{"-namespace=" + namespace, "-worker-namespace=" + namespace + "-workers", "-dc=1",
-		"-dc-addr=shelljob-faketg.shelljob-system.svc:8443", "-public-key=/etc/shelljob/telegram/public.pem", "-v=2"} {
+		"-dc-addr=shelljob-faketg.shelljob-system.svc:8443", "-public-key=/etc/shelljob/telegram/public.pem", "-v=2",
+		"-files-out-file=50Mi", "-files-out-job=200Mi", "-files-out-count=100"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -536,6 +537,8 @@ func TestSchema(t *testing.T) {
 		"operator.terminationGracePeriodSeconds=10",
 		"workers.allowedServiceAccounts={Robot_1}",
 		"pools.shell.serviceAccountName=kube-system/default",
+		"bot.files.outCount=0",
+		"bot.files.outFiles=1",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, "--set", set)
