@@ -388,6 +388,31 @@ func TestChatFilesInAndOut(t *testing.T) {
 	}
 }
 
+// TestChatFilesCountCapped: a command that leaves 1,000 files in
+// $SHELLJOB_OUT gets its first 100 back, in name order, and a note that
+// counts the other 900.
+func TestChatFilesCountCapped(t *testing.T) {
+	p := Chats(t)
+	m := p.Group.Send(`.a cd "$SHELLJOB_OUT"; for i in {1001..2000}; do echo $i > $i.txt; done; echo made`)
+	if fin := p.Group.Final(m, FinalTimeout); fin.Text != "made" {
+		t.Errorf("final %q", fin.Text)
+	}
+	want := texts.FilesNotSent(nil, 0, 900, 100)
+	p.Group.WaitMessage(5*time.Minute, "the note", func(x control.Message) bool { return botReply(x, m.ID) && x.Text == want })
+	var sent []*control.Media
+	for _, x := range p.Group.BotReplies(m.ID) {
+		if x.Media != nil {
+			sent = append(sent, x.Media)
+		}
+	}
+	if len(sent) != 100 || sent[0].Name != "1001.txt" || sent[99].Name != "1100.txt" {
+		t.Fatalf("%d files sent", len(sent))
+	}
+	if got := file(t, sent[0].ID); got != "1001\n" {
+		t.Errorf("1001.txt = %q", got)
+	}
+}
+
 // TestChatSettingsSurviveRestart: /settings render off holds after the
 // bot's pod is replaced.
 func TestChatSettingsSurviveRestart(t *testing.T) {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -244,6 +245,52 @@ func TestCLIExecFiles(t *testing.T) {
 			t.Errorf("%s not named: %q", f, r.errOut)
 		}
 	}
+}
+
+// TestCLIExecMarksDelivered: exec marks its job delivered once its output
+// and files are in, so that a restart of the pool lets the worker that
+// ran it go at once, not after the operator's 10-minute delivery grace.
+func TestCLIExecMarksDelivered(t *testing.T) {
+	const pool = "e2e-cli-delivered"
+	old := EnsurePool(t, EnsurePoolInput{Name: pool, Replicas: 1}).Status.Revision
+	marker := "delivered-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	r := shelljob(t, "", "exec", "--pool", pool, "--output-dir", t.TempDir(), "--", `echo `+marker+` > "$SHELLJOB_OUT/a.txt"; echo `+marker)
+	if r.code != 0 || r.out != marker+"\n" || strings.Contains(r.errOut, "warning") {
+		t.Fatalf("exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	var jobs shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &jobs, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var job *shellv1alpha1.ShellJob
+	for i := range jobs.Items {
+		if strings.Contains(jobs.Items[i].Spec.Command, marker) {
+			job = &jobs.Items[i]
+		}
+	}
+	if job == nil {
+		t.Fatal("no job of the command")
+	}
+	if v, ok := job.Annotations[shellv1alpha1.AnnotationDelivered]; !ok {
+		t.Errorf("job %s not marked delivered: %v", job.Name, job.Annotations)
+	} else if at, err := time.Parse(time.RFC3339, v); err != nil || at.Before(job.Status.CompletionTime.Add(-time.Second)) {
+		t.Errorf("job %s marked delivered at %q (%v), before its end %v", job.Name, v, err, job.Status.CompletionTime)
+	}
+
+	p := &shellv1alpha1.ShellPool{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: pool}, p); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.RestartedAt = now()
+	if err := c.Patch(context.Background(), p, patch); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, JobTimeout, "the old worker deleted", func() (bool, string) {
+		pods := workerPods(t, pool, old)
+		return len(pods) == 0, fmt.Sprintf("%d old pods", len(pods))
+	})
+	WaitForPoolAvailable(t, pool)
 }
 
 func TestCLIConsolePiped(t *testing.T) {
