@@ -66,8 +66,6 @@ type entry struct {
 	name string
 	typ  byte
 	data string
-	// size, when set, is the header's size in place of len(data).
-	size int64
 }
 
 func reg(name, data string) entry { return entry{name: name, typ: tar.TypeReg, data: data} }
