@@ -1116,6 +1116,9 @@ func (r *run) sendFiles(ctx context.Context) {
 	limits := b.cfg.Files.Out()
 	ignore := func(name string) bool { return inputs[path.Base(name)] }
 	report, err := outfiles.Read(pr, outfiles.Options{Limits: limits, Ignore: ignore}, func(of outfiles.File, content io.Reader) error {
+		if err := ctx.Err(); err != nil {
+			return err // a .k stopped the sending
+		}
 		name := path.Base(of.Name)
 		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
@@ -1123,6 +1126,9 @@ func (r *run) sendFiles(ctx context.Context) {
 		}
 		return nil
 	})
+	if ctx.Err() != nil {
+		return // stopped: the .k's answer says so
+	}
 	if err != nil {
 		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
 	}
