@@ -22,9 +22,9 @@ import (
 	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/settings"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/outfiles"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // ShutdownTimeout is how long a shutdown waits for the finals of the jobs

@@ -21,10 +21,10 @@ import (
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // preview waits for the edited preview that replies to msg.

@@ -13,9 +13,9 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // countedFiles makes each ended job's status say files, in place of what

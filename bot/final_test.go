@@ -16,9 +16,9 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // hangingFollow reads what the spool has, then hangs, as an exec into a

@@ -14,9 +14,9 @@ import (
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // hungStreamIdle is the agents' idle limit of a stream in these tests.

@@ -9,8 +9,8 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // stopText stops j as .k does and says what it did: the sending of its

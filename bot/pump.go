@@ -28,11 +28,11 @@ import (
 	"shelljob.dev/shelljob/bot/pace"
 	"shelljob.dev/shelljob/bot/preview"
 	"shelljob.dev/shelljob/bot/settings"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // FollowRetry is the wait before following a job's output again after the

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"shelljob.dev/shelljob/bot/settings"
-	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 func panelButtons(p settings.Prefs) [][]Button {

@@ -14,9 +14,9 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // refusedStops fails the stops it is told to with err, as an API server

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/outfiles"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 var execLong = `Runs a shell command as a ShellJob on a worker of a ShellPool, streams its

@@ -19,11 +19,11 @@ import (
 	"k8s.io/utils/clock"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/termrender"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // Exit codes beyond the command's own.

@@ -65,8 +65,8 @@ type Job struct {
 	waiting bool
 	// stopSending ends the sending of its files, while they are sent.
 	stopSending func()
-	changed chan struct{}
-	done    chan struct{}
+	changed     chan struct{}
+	done        chan struct{}
 }
 
 // New returns a queued job.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/texts"
 	"shelljob.dev/shelljob/internal/utf16text"
 )
 

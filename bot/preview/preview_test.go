@@ -6,7 +6,7 @@ import (
 
 	"shelljob.dev/shelljob/internal/utf16text"
 
-	"shelljob.dev/shelljob/bot/texts"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 func TestComposeFits(t *testing.T) {

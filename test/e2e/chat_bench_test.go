@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg/control"
 	jobstate "shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // TestBenchChat measures the whole stack through the fake Telegram, each

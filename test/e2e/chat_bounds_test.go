@@ -10,8 +10,8 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/preview"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg/control"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // binaryOutput is the command of the finals that once took the bot down:

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg/control"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // TestChatBotKilledMidJob: the bot's process is killed (SIGKILL, no

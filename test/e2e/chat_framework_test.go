@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/faketg/control"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // The chat suite drives the stack that hack/stack.sh installed through the

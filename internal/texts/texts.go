@@ -1,6 +1,7 @@
-// Package texts holds every text the bot shows to a user, verbatim from the
-// reference (reference/shell_streaming.md), so that a change of wording
-// happens in one place.
+// Package texts holds every text shelljob shows to a user, in the chat and
+// in the terminal alike, verbatim from the reference
+// (reference/shell_streaming.md), so that a change of wording happens in one
+// place.
 package texts
 
 import (

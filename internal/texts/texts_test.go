@@ -3,8 +3,8 @@ package texts_test
 import (
 	"testing"
 
-	"shelljob.dev/shelljob/bot/texts"
 	"shelljob.dev/shelljob/internal/outfiles"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 func TestFilesNotSent(t *testing.T) {
