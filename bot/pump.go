@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -142,58 +140,6 @@ func (r *run) setObj(obj *shellv1alpha1.ShellJob) {
 }
 
 func (r *run) render() bool { return r.b.cfg.Streaming && r.prefs.Render }
-
-// startChatJob answers .a, .af and .aa in a chat.
-func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shellv1alpha1.ShellJobMode) error {
-	if strings.ContainsRune(cmd, 0) {
-		return b.reply(ctx, m, texts.NULCommand)
-	}
-	var files []File
-	if m.ReplyTo != 0 {
-		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
-		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
-			closeFiles(fs)
-			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
-		}
-		if err != nil {
-			closeFiles(fs)
-			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
-			return b.reply(ctx, m, texts.InFileFailed(err))
-		}
-		files = fs
-	}
-	note := previewNote{Chat: m.Chat}
-	spec := shellv1alpha1.ShellJobSpec{
-		Command: cmd,
-		Mode:    mode,
-		Pool:    b.cfg.Pool,
-		Origin: shellv1alpha1.ShellJobOrigin{
-			Source:  shellv1alpha1.OriginTelegram,
-			User:    strconv.FormatInt(m.From, 10),
-			Chat:    m.Chat.ID,
-			Topic:   int64(m.Chat.Topic),
-			Message: int64(m.ID),
-		},
-		Hold: len(files) > 0,
-	}
-	b.stopIfShuttingDown(&spec)
-	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, m.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
-	if err != nil {
-		closeFiles(files)
-	}
-	if errors.Is(err, ErrJobExists) {
-		b.handled(ctx, sj)
-		return nil
-	}
-	if err != nil {
-		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
-	}
-	j := b.newJob(sj, jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID, Command: cmd})
-	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "mode", mode, "chat", m.Chat.ID, "user", m.From)
-	r := &run{b: b, job: j, prefs: b.prefs(ctx, m.From), note: note, cmdMsg: m.ID, files: files}
-	b.launch(r)
-	return nil
-}
 
 // stopIfShuttingDown creates a job that arrives during a shutdown stopped,
 // so its command never runs; its final still goes out.
@@ -761,27 +707,14 @@ func writeTar(w io.Writer, files []File) error {
 	return tw.Close()
 }
 
-// outcome is how the job ended, for its final.
+// outcome is how the job ended, for its final (shelljob.EndOf).
 func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
 	obj := r.latest()
-	code = -1
 	if obj == nil {
-		return code, false, preview.NotStopped
+		return -1, false, preview.NotStopped
 	}
-	if obj.Status.ExitCode != nil {
-		code = int(*obj.Status.ExitCode)
-	}
-	ran = obj.Status.Ran
-	if obj.Spec.Stop && shelljob.IsStopped(obj) {
-		stop = preview.StoppedByUser
-		if obj.Spec.StopReason == shellv1alpha1.StopReasonShutdown {
-			stop = preview.StoppedByShutdown
-		}
-	}
-	if !ran && stop == preview.NotStopped {
-		ran = true // a start that failed: show what it wrote and its code
-	}
-	return code, ran, stop
+	e := shelljob.EndOf(obj)
+	return e.ExitCode, e.Ran, preview.StopOf(e.Stop)
 }
 
 // deliver sends the final and the files, then marks the job delivered.
@@ -961,25 +894,15 @@ func (r *run) sendOutputFile(ctx context.Context, reply int, final finalText) (i
 }
 
 // workerNote is the note a final ends with when the job ended because
-// of its worker (lost, evicted, out of memory), and whether the worker
-// may have gone with the output.
+// of its worker (lost, evicted, out of memory) or its hold, and whether
+// the worker may have gone with the output.
 func workerNote(obj *shellv1alpha1.ShellJob) (note string, gone bool) {
 	if obj == nil {
 		return "", false
 	}
-	c := meta.FindStatusCondition(obj.Status.Conditions, shellv1alpha1.ShellJobFinished)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return "", false
-	}
-	switch c.Reason {
-	case shellv1alpha1.ShellJobFinishedReasonHoldTimedOut:
-		return texts.WorkerEnded(c.Message), false
-	case shellv1alpha1.ShellJobFinishedReasonWorkerLost:
-		return texts.WorkerLost, true
-	case shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, shellv1alpha1.ShellJobFinishedReasonOutOfMemory:
-		return texts.WorkerEnded(c.Message), true
-	}
-	return "", false
+	e := shelljob.EndOf(obj)
+	_, gone = e.ByWorker()
+	return texts.EndNote(e), gone
 }
 
 // sendGuestFinal edits a guest answer into its final. A long one becomes
@@ -1147,3 +1070,56 @@ func (r *run) sendNote(ctx context.Context, text string) {
 		r.b.cfg.Log.Error(err, "Could not send a note", "job", r.job.Name)
 	}
 }
+
+// startChatJob answers .a, .af and .aa in a chat.
+func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shellv1alpha1.ShellJobMode) error {
+	if strings.ContainsRune(cmd, 0) {
+		return b.reply(ctx, m, texts.NULCommand)
+	}
+	var files []File
+	if m.ReplyTo != 0 {
+		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
+		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
+			closeFiles(fs)
+			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
+		}
+		if err != nil {
+			closeFiles(fs)
+			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
+			return b.reply(ctx, m, texts.InFileFailed(err))
+		}
+		files = fs
+	}
+	note := previewNote{Chat: m.Chat}
+	spec := shellv1alpha1.ShellJobSpec{
+		Command: cmd,
+		Mode:    mode,
+		Pool:    b.cfg.Pool,
+		Origin: shellv1alpha1.ShellJobOrigin{
+			Source:  shellv1alpha1.OriginTelegram,
+			User:    strconv.FormatInt(m.From, 10),
+			Chat:    m.Chat.ID,
+			Topic:   int64(m.Chat.Topic),
+			Message: int64(m.ID),
+		},
+		Hold: len(files) > 0,
+	}
+	b.stopIfShuttingDown(&spec)
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(spec.Origin, m.Date), spec, map[string]string{shellv1alpha1.AnnotationPreview: note.encode()})
+	if err != nil {
+		closeFiles(files)
+	}
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
+	if err != nil {
+		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
+	}
+	j := b.newJob(sj, jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID, Command: cmd})
+	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "mode", mode, "chat", m.Chat.ID, "user", m.From)
+	r := &run{b: b, job: j, prefs: b.prefs(ctx, m.From), note: note, cmdMsg: m.ID, files: files}
+	b.launch(r)
+	return nil
+}
+

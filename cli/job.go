@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -144,14 +143,6 @@ func (c *Cluster) markDelivered(ctx context.Context, name string, now time.Time)
 		return fmt.Errorf("mark shelljob %s delivered: %w", name, err)
 	}
 	return nil
-}
-
-// finishedReason is the reason of the job's Finished condition.
-func finishedReason(sj *shellv1alpha1.ShellJob) (reason, message string) {
-	if c := meta.FindStatusCondition(sj.Status.Conditions, shellv1alpha1.ShellJobFinished); c != nil {
-		return c.Reason, c.Message
-	}
-	return "", ""
 }
 
 // age is how old t is, as kubectl shows it.

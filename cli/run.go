@@ -467,21 +467,20 @@ func (r *runner) followFrom(ctx context.Context, pod types.NamespacedName, job s
 // exitCode tells how the job ended and returns its exit code.
 func (r *runner) exitCode(j *shellv1alpha1.ShellJob) (int, error) {
 	n := j.Status.Number
-	reason, msg := finishedReason(j)
-	timeout := j.Status.StopReason == shellv1alpha1.StopReasonTimeout
+	e := shelljob.EndOf(j)
 	switch {
-	case timeout:
+	case e.TimedOut:
 		fmt.Fprintf(r.ErrOut, "⏹ #%d stopped: no output for %ds (--timeout).\n", n, idleTimeout(j))
 		return ExitTimeout, nil
-	case reason == shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun:
+	case e.Reason == shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun:
 		fmt.Fprintln(r.ErrOut, texts.StoppedBeforeRun)
 		return ExitInterrupted, nil
-	case j.Status.ExitCode == nil:
-		return 1, fmt.Errorf("#%d ended without an exit status: %s: %s", n, reason, msg)
-	case shelljob.IsStopped(j):
-		fmt.Fprintln(r.ErrOut, texts.StoppedNote(int(*j.Status.ExitCode)))
+	case e.ExitCode < 0:
+		return 1, fmt.Errorf("#%d ended without an exit status: %s: %s", n, e.Reason, e.Message)
+	case e.Stopped:
+		fmt.Fprintln(r.ErrOut, texts.StoppedNote(e.ExitCode))
 	}
-	return int(*j.Status.ExitCode), nil
+	return e.ExitCode, nil
 }
 
 func idleTimeout(j *shellv1alpha1.ShellJob) int64 {

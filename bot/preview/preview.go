@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/texts"
 	"shelljob.dev/shelljob/internal/utf16text"
 )
@@ -84,6 +85,18 @@ const (
 	// StoppedByShutdown: the bot went offline.
 	StoppedByShutdown
 )
+
+// StopOf is the Stop a client's stop reason makes: a timeout, or no
+// client's stop, is NotStopped.
+func StopOf(r shellv1alpha1.StopReason) Stop {
+	switch r {
+	case shellv1alpha1.StopReasonUser:
+		return StoppedByUser
+	case shellv1alpha1.StopReasonShutdown:
+		return StoppedByShutdown
+	}
+	return NotStopped
+}
 
 // Final is a chat job's final text: the output, trimmed, or "The process
 // exited N." when it is empty, then after a blank line the stop note. A

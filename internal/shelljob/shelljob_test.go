@@ -326,3 +326,59 @@ func TestStopOutcomeText(t *testing.T) {
 		}
 	}
 }
+
+func TestEndOf(t *testing.T) {
+	job := func(edit func(*shellv1alpha1.ShellJob)) *shellv1alpha1.ShellJob {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		edit(j)
+		return j
+	}
+	finished := func(j *shellv1alpha1.ShellJob, phase shellv1alpha1.ShellJobPhase, reason, msg string, code *int32) {
+		j.Status.Phase, j.Status.ExitCode = phase, code
+		SetFinishedCondition(j, time.Now(), reason, msg)
+	}
+	code := func(c int32) *int32 { return &c }
+	for name, tc := range map[string]struct {
+		job        *shellv1alpha1.ShellJob
+		want       End
+		byWorker   bool
+		outputGone bool
+	}{
+		"exited": {job: job(func(j *shellv1alpha1.ShellJob) {
+			j.Status.Ran = true
+			finished(j, shellv1alpha1.PhaseFailed, shellv1alpha1.ShellJobFinishedReasonExited, "exit 3", code(3))
+		}), want: End{ExitCode: 3, Ran: true, Reason: shellv1alpha1.ShellJobFinishedReasonExited, Message: "exit 3"}},
+		"stopped by a user": {job: job(func(j *shellv1alpha1.ShellJob) {
+			j.Spec.Stop, j.Status.Ran = true, true
+			finished(j, shellv1alpha1.PhaseStopped, shellv1alpha1.ShellJobFinishedReasonStopped, "", code(130))
+		}), want: End{ExitCode: 130, Ran: true, Stop: shellv1alpha1.StopReasonUser, Stopped: true, Reason: shellv1alpha1.ShellJobFinishedReasonStopped}},
+		"stopped before it ran, at a shutdown": {job: job(func(j *shellv1alpha1.ShellJob) {
+			j.Spec.Stop, j.Spec.StopReason = true, shellv1alpha1.StopReasonShutdown
+			finished(j, shellv1alpha1.PhaseStopped, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, "", nil)
+		}), want: End{ExitCode: -1, Stop: shellv1alpha1.StopReasonShutdown, Stopped: true, Reason: shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun}},
+		"timed out": {job: job(func(j *shellv1alpha1.ShellJob) {
+			j.Status.Ran, j.Status.StopReason = true, shellv1alpha1.StopReasonTimeout
+			finished(j, shellv1alpha1.PhaseStopped, shellv1alpha1.ShellJobFinishedReasonStopped, "", code(143))
+		}), want: End{ExitCode: 143, Ran: true, Stopped: true, TimedOut: true, Reason: shellv1alpha1.ShellJobFinishedReasonStopped}},
+		"a start that failed": {job: job(func(j *shellv1alpha1.ShellJob) {
+			finished(j, shellv1alpha1.PhaseFailed, shellv1alpha1.ShellJobFinishedReasonExited, "no shell", code(127))
+		}), want: End{ExitCode: 127, Ran: true, Reason: shellv1alpha1.ShellJobFinishedReasonExited, Message: "no shell"}},
+		"worker lost": {job: job(func(j *shellv1alpha1.ShellJob) {
+			j.Status.Ran = true
+			finished(j, shellv1alpha1.PhaseFailed, shellv1alpha1.ShellJobFinishedReasonWorkerLost, "gone", nil)
+		}), want: End{ExitCode: -1, Ran: true, Reason: shellv1alpha1.ShellJobFinishedReasonWorkerLost, Message: "gone"}, byWorker: true, outputGone: true},
+		"hold timed out": {job: job(func(j *shellv1alpha1.ShellJob) {
+			finished(j, shellv1alpha1.PhaseFailed, shellv1alpha1.ShellJobFinishedReasonHoldTimedOut, "held too long", nil)
+		}), want: End{ExitCode: -1, Ran: true, Reason: shellv1alpha1.ShellJobFinishedReasonHoldTimedOut, Message: "held too long"}, byWorker: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := EndOf(tc.job)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("EndOf (-want +got):\n%s", diff)
+			}
+			if byWorker, gone := got.ByWorker(); byWorker != tc.byWorker || gone != tc.outputGone {
+				t.Errorf("ByWorker = %v, %v; want %v, %v", byWorker, gone, tc.byWorker, tc.outputGone)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"shelljob.dev/shelljob/internal/outfiles"
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -72,6 +73,18 @@ func WorkerEnded(why string) string {
 		return WorkerLost
 	}
 	return "⚠ " + strings.ToUpper(why[:1]) + why[1:] + "."
+}
+
+// EndNote is the note a final ends with when the job ended because of its
+// worker or its hold (shelljob.End.ByWorker): "" otherwise.
+func EndNote(e shelljob.End) string {
+	switch byWorker, _ := e.ByWorker(); {
+	case !byWorker:
+		return ""
+	case e.Reason == shellv1alpha1.ShellJobFinishedReasonWorkerLost:
+		return WorkerLost
+	}
+	return WorkerEnded(e.Message)
 }
 
 // ProcessExited is the final of a command with no output.
