@@ -1,0 +1,149 @@
+package bot
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/outfiles"
+	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
+)
+
+// putFiles puts the replied-to message's files into the held job's
+// directory once it has a pod, then lets it start.
+func (r *run) putFiles(ctx context.Context) {
+	b := r.b
+	// The files are let go once the worker has them, not when the job ends.
+	defer closeFiles(r.files)
+	var pod string
+	for {
+		obj, next := r.watchObj()
+		if obj != nil {
+			if shelljob.IsFinished(obj) {
+				return
+			}
+			pod = obj.Status.Pod
+		}
+		if pod != "" {
+			break
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+	// The tar is streamed from the files as the exec reads it.
+	pr, pw := io.Pipe()
+	tarred := make(chan struct{})
+	go func() {
+		defer close(tarred)
+		pw.CloseWithError(writeTar(pw, r.files))
+	}()
+	defer func() { <-tarred }()
+	defer pr.Close()
+	ns := r.latest().Namespace
+	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, pr); err != nil {
+		// The command must not run without its files.
+		b.cfg.Log.Error(err, "Could not put the input files; stopping the job before it runs", "job", r.job.Name)
+		r.setEndNote(texts.InFilesNotPut)
+		if _, err := b.stopJob(ctx, r.job, shellv1alpha1.StopReasonUser); err != nil {
+			b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", r.job.Name)
+		}
+		return
+	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
+	}
+	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
+		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
+	}
+}
+
+// writeTar writes files to w as a tar, each under its base name.
+func writeTar(w io.Writer, files []File) error {
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: path.Base(f.Name), Mode: 0o644, Size: f.len()}); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, f.reader()); err != nil {
+			return fmt.Errorf("read %s: %w", f.Name, err)
+		}
+	}
+	return tw.Close()
+}
+
+// photoExts are the pictures sent as photos; other files go as documents.
+var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".webp": true}
+
+// sendFiles streams the files the command left in $SHELLJOB_OUT to the
+// chat, each from the agent's tar stream straight into its upload, within
+// the file limits (outfiles); a note names the files not sent, and counts
+// those past the count of files. The attempt is recorded on the job
+// first: a bot that dies sending them (a file too big for its memory, say)
+// does not try again after its restart, and the note says so. A job whose
+// status counts no files costs no call.
+func (r *run) sendFiles(ctx context.Context) {
+	b := r.b
+	obj := r.latest()
+	if obj == nil || obj.Status.Pod == "" || !shelljob.MayHaveFiles(obj) {
+		return
+	}
+	if _, tried := obj.Annotations[shellv1alpha1.AnnotationFilesAttempted]; tried {
+		r.sendNote(ctx, texts.FilesNotDelivered)
+		return
+	}
+	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesAttempted, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
+		b.cfg.Log.Error(err, "Could not record the files' delivery attempt; not sending them", "job", r.job.Name)
+		return
+	}
+	// A .k stops the sending (Job.StopSending).
+	ctx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	r.job.SetSending(stopSending)
+	defer r.job.SetSending(nil)
+	pr, pw := io.Pipe()
+	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
+	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, pod, r.job.UID, pw)) }()
+	// Closing the reader ends a GetFiles still writing.
+	defer pr.Close()
+	inputs := map[string]bool{}
+	for _, f := range r.files {
+		inputs[path.Base(f.Name)] = true
+	}
+	limits := b.cfg.Files.Out()
+	ignore := func(name string) bool { return inputs[path.Base(name)] }
+	report, err := outfiles.Read(pr, outfiles.Options{Limits: limits, Ignore: ignore}, func(of outfiles.File, content io.Reader) error {
+		if err := ctx.Err(); err != nil {
+			return err // a .k stopped the sending
+		}
+		name := path.Base(of.Name)
+		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
+		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
+			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return // stopped: the .k's answer says so
+	}
+	if err != nil {
+		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+	}
+	var named []string
+	for _, s := range report.Skipped {
+		named = append(named, texts.OutFileSkipped(path.Base(s.Name), s, limits))
+	}
+	if note := texts.FilesNotSent(named, report.Unlisted, report.OverCount, limits.Count); note != "" {
+		r.sendNote(ctx, note)
+	}
+}

@@ -1,0 +1,141 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/bot/command"
+	"shelljob.dev/shelljob/bot/jobs"
+	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
+)
+
+// intake is a command from a chat or a guest chat on its way to become a
+// job: the ShellJob to create and how the bot shows it.
+type intake struct {
+	spec shellv1alpha1.ShellJobSpec
+	// sent is when the command's message was sent: with the origin, it
+	// names the job.
+	sent time.Time
+	info jobs.Info
+	note previewNote
+	kind previewKind
+	// files go into the job's directory before it runs.
+	files []File
+	// refuse answers the command when its job could not be made.
+	refuse func(text string) error
+}
+
+// take makes the job of in and starts its pump. A job that exists already
+// is one a restarted bot was sent again: it is taken up, never made twice.
+func (b *Bot) take(ctx context.Context, in intake) error {
+	in.spec.Pool = b.cfg.Pool
+	in.spec.Hold = len(in.files) > 0
+	if b.shuttingDown() {
+		// Its command never runs; its final still goes out.
+		in.spec.Stop, in.spec.StopReason = true, shellv1alpha1.StopReasonShutdown
+	}
+	sj, err := b.cluster.Submit(ctx, shelljob.TelegramName(in.spec.Origin, in.sent), in.spec,
+		map[string]string{shellv1alpha1.AnnotationPreview: in.note.encode()})
+	if err != nil {
+		closeFiles(in.files)
+	}
+	if errors.Is(err, ErrJobExists) {
+		b.handled(ctx, sj)
+		return nil
+	}
+	if err != nil {
+		return in.refuse(fmt.Sprintf(texts.SubmitFailed, err))
+	}
+	in.info.Command = in.spec.Command
+	j := b.newJob(sj, in.info)
+	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "mode", in.spec.Mode, "chat", in.info.Chat, "guestChat", in.info.Guest, "user", in.info.Owner)
+	b.launch(&run{b: b, job: j, prefs: b.prefs(ctx, in.info.Owner), note: in.note, cmdMsg: in.info.CommandMsg, files: in.files, pv: previewState{kind: in.kind}})
+	return nil
+}
+
+// startChatJob answers .a, .af and .aa in a chat.
+func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shellv1alpha1.ShellJobMode) error {
+	if strings.ContainsRune(cmd, 0) {
+		return b.reply(ctx, m, texts.NULCommand)
+	}
+	var files []File
+	if m.ReplyTo != 0 {
+		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
+		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
+			closeFiles(fs)
+			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
+		}
+		if err != nil {
+			closeFiles(fs)
+			b.cfg.Log.Error(err, "Could not read the replied-to message's files", "chat", m.Chat.ID, "msg", m.ReplyTo)
+			return b.reply(ctx, m, texts.InFileFailed(err))
+		}
+		files = fs
+	}
+	return b.take(ctx, intake{
+		spec: shellv1alpha1.ShellJobSpec{
+			Command: cmd,
+			Mode:    mode,
+			Origin: shellv1alpha1.ShellJobOrigin{
+				Source:  shellv1alpha1.OriginTelegram,
+				User:    strconv.FormatInt(m.From, 10),
+				Chat:    m.Chat.ID,
+				Topic:   int64(m.Chat.Topic),
+				Message: int64(m.ID),
+			},
+		},
+		sent:   m.Date,
+		info:   jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID},
+		note:   previewNote{Chat: m.Chat},
+		files:  files,
+		refuse: func(text string) error { return b.reply(ctx, m, text) },
+	})
+}
+
+// HandleGuestQuery answers @bot .a and @bot .k from a guest chat.
+func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
+	names, primary := b.nameSet()
+	c := command.ParseGuest(q.Text, names)
+	if c.Kind == command.None {
+		return nil
+	}
+	if !b.isAdmin(q.From) {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NotAvailable)
+		return err
+	}
+	key := "g" + strconv.FormatInt(q.Chat, 10)
+	if c.Kind == command.K {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, b.kill(ctx, 0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
+		return err
+	}
+	if strings.ContainsRune(c.Arg, 0) {
+		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NULCommand)
+		return err
+	}
+	gm, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.GuestRunning)
+	if err != nil {
+		return err
+	}
+	return b.take(ctx, intake{
+		spec: shellv1alpha1.ShellJobSpec{
+			Command: c.Arg,
+			Mode:    shellv1alpha1.ModeFork,
+			Origin: shellv1alpha1.ShellJobOrigin{
+				Source:     shellv1alpha1.OriginTelegram,
+				User:       strconv.FormatInt(q.From, 10),
+				GuestQuery: strconv.FormatInt(q.QueryID, 10),
+			},
+		},
+		sent:   q.Date,
+		info:   jobs.Info{Owner: q.From, Guest: key},
+		note:   previewNote{Guest: &gm, GuestChat: key, GroupPace: !q.Private},
+		kind:   guestPreview,
+		refuse: func(text string) error { return b.tg.EditGuest(ctx, gm, text) },
+	})
+}
