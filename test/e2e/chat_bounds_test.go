@@ -143,3 +143,36 @@ func TestChatStopRefused(t *testing.T) {
 		t.Errorf("final %q", fin.Text)
 	}
 }
+
+// TestChatHundredThousandFiles: a command that leaves 100,000 files in
+// $SHELLJOB_OUT gets its final, the first 100 files and one note counting
+// the rest; the bot does not restart, answers the next command, and its
+// memory is back within floodBar of its rest a minute later.
+func TestChatHundredThousandFiles(t *testing.T) {
+	p := Chats(t)
+	bot := botCgroup(t)
+	restarts := botRestarts(t)
+	idle := bot.usage(t)
+	m := p.Group.Send(`.a cd "$SHELLJOB_OUT" && for i in {100001..200000}; do : > $i; done; echo made`)
+	if fin := p.Group.Final(m, 5*time.Minute); fin.Text != "made" {
+		t.Errorf("final %q, want made", fin.Text)
+	}
+	want := texts.FilesNotSent(nil, 0, 99900, 100)
+	p.Group.WaitMessage(10*time.Minute, "the note", func(x control.Message) bool { return botReply(x, m.ID) && x.Text == want })
+	sent := 0
+	for _, x := range p.Group.BotReplies(m.ID) {
+		if x.Media != nil {
+			sent++
+		}
+	}
+	if sent != 100 {
+		t.Errorf("%d files sent, want 100", sent)
+	}
+	if n := botRestarts(t); n != restarts {
+		t.Fatalf("the bot restarted %d times", n-restarts)
+	}
+	if fin := p.Group.Final(p.Group.Send(".a echo alive"), FinalTimeout); fin.Text != "alive" {
+		t.Errorf("the next command's final %q, want alive", fin.Text)
+	}
+	memoryBack(t, bot, idle)
+}
