@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,9 +88,15 @@ func portForward(service string, port int) (string, error) {
 	_ = l.Close()
 	ready := make(chan error, 1)
 	go func() {
+		// Pdeathsig is sent when the thread that started the process
+		// exits: this one, kept to the goroutine, lives as long as the run.
+		runtime.LockOSThread()
 		first := true
 		for {
 			cmd := kubectlCmd("-n", Namespace, "port-forward", "svc/"+service, fmt.Sprintf("%d:%d", local, port))
+			// The port-forward ends with the test binary: one left behind
+			// would hold whatever the run inherited.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.StdoutPipe()
 			if err == nil {
 				err = cmd.Start()
