@@ -79,7 +79,8 @@ const (
 // once, in a deferred patch.
 type ShellJobReconciler struct {
 	Client client.Client
-	// APIReader reads the job counter past the cache.
+	// APIReader reads past the cache: the job counter, and each job's
+	// command when it starts, which the cache does not keep.
 	APIReader client.Reader
 	Agent     agentapi.Client
 	Recorder  events.EventRecorder
@@ -273,7 +274,12 @@ const conflictRetry = 100 * time.Millisecond
 func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) (wroteStatus bool, err error) {
 	finalizers := slices.Clone(job.Finalizers)
 	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
-		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		// The cache fills status.summary in from the command it does not
+		// keep (shelljob.Slim), so every status write carries the summary:
+		// the first one records it.
+		from := base.DeepCopy()
+		from.Status.Summary = ""
+		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}))
 		if err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -297,7 +303,6 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Queued", "Queue", "Queued as #%d on pool %s", num, shelljob.Pool(job))
 	}
 	job.Status.Number = num
-	job.Status.Summary = shelljob.Summary(job.Spec.Command)
 	job.Status.Phase = shelljob.Phase(job)
 	switch {
 	case shelljob.IsFinished(job):
@@ -473,6 +478,12 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 }
 
 func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	command, err := r.command(ctx, job)
+	if err != nil || command == "" {
+		// A job gone since the pass read it has no command: its deletion
+		// brings the next pass.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	shell := agentapi.DefaultShell
 	pool := &shellv1alpha1.ShellPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err == nil && pool.Spec.Shell != "" {
@@ -484,7 +495,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	defer cancel()
 	resp, err := r.Agent.Start(callCtx, key, agentapi.StartRequest{
 		Job:      string(job.UID),
-		Command:  job.Spec.Command,
+		Command:  command,
 		Stateful: shelljob.Mode(job) == shellv1alpha1.ModeStateful,
 		Shell:    shell,
 	})
@@ -504,6 +515,20 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Started", "Start", "#%d started on %s as process group %d",
 		job.Status.Number, pod.Name, resp.PGID)
 	return r.running(ctx, job, now)
+}
+
+// command reads the job's command from the API server, the one read of it:
+// the cache keeps no command (shelljob.Slim). It is "" when the job went,
+// or was made again under its name, since the pass read it.
+func (r *ShellJobReconciler) command(ctx context.Context, job *shellv1alpha1.ShellJob) (string, error) {
+	full := &shellv1alpha1.ShellJob{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), full); err != nil {
+		return "", fmt.Errorf("read the command of %s: %w", job.Name, err)
+	}
+	if full.UID != job.UID {
+		return "", nil
+	}
+	return full.Spec.Command, nil
 }
 
 func (r *ShellJobReconciler) markStarted(job *shellv1alpha1.ShellJob, pgid int, at, now time.Time) {
