@@ -186,7 +186,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 		return nil
 	}
 	if err != nil {
-		return b.reply(ctx, m, fmt.Sprintf(texts.SubmitFailed, err))
+		return b.reply(ctx, m, submitFailed(err))
 	}
 	j := b.newJob(sj, jobs.Info{Owner: m.From, Chat: m.Chat.ID, CommandMsg: m.ID, Command: cmd})
 	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "mode", mode, "chat", m.Chat.ID, "user", m.From)
@@ -272,7 +272,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		return nil
 	}
 	if err != nil {
-		return b.tg.EditGuest(ctx, gm, fmt.Sprintf(texts.SubmitFailed, err))
+		return b.tg.EditGuest(ctx, gm, submitFailed(err))
 	}
 	j := b.newJob(sj, jobs.Info{Owner: q.From, Guest: key, Command: c.Arg})
 	b.cfg.Log.V(1).Info("Job submitted", "job", sj.Name, "number", sj.Status.Number, "guestChat", key, "user", q.From)
@@ -1146,4 +1146,13 @@ func (r *run) sendNote(ctx context.Context, text string) {
 	if _, err := r.b.tg.SendText(ctx, r.note.Chat, r.cmdMsg, text, false, nil); err != nil {
 		r.b.cfg.Log.Error(err, "Could not send a note", "job", r.job.Name)
 	}
+}
+
+// submitFailed answers a command whose job could not be created: in words
+// when the namespace's ShellJob quota is full, else with the error.
+func submitFailed(err error) string {
+	if q, ok := shelljob.QuotaFull(err); ok && q.Limit >= 0 {
+		return texts.QuotaFull(q.Limit)
+	}
+	return fmt.Sprintf(texts.SubmitFailed, err)
 }

@@ -102,6 +102,13 @@ const (
 	SubmitFailed = "Could not start the command: %v"
 )
 
+// QuotaFull answers a command refused because the namespace holds as many
+// ShellJobs as its quota allows (the chart's jobQuota).
+func QuotaFull(limit int64) string {
+	return fmt.Sprintf("Could not start the command: the quota of %d jobs is full. Finished jobs count until they expire; "+
+		"try again once older ones have gone, or raise the chart's jobQuota.shellJobs.", limit)
+}
+
 // Stopping is "⏹ Stopping #3…" (shelljob.StopOutcome.Text).
 func Stopping(n int64) string { return shelljob.StopSent.Text(n) }
 
