@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -65,9 +66,11 @@ func TestCacheKeepsNoCommand(t *testing.T) {
 
 	stopJob(t, ns, "long", "")
 	waitPhase(t, ns, "long", shellv1alpha1.PhaseStopped)
-	if j := intact("long", long, "stopped"); len(j.Finalizers) != 0 {
-		t.Errorf("finalizers %v left on the stopped job", j.Finalizers)
-	}
+	eventually(t, waitShort, "the stopped job's finalizer removed", func() (bool, string) {
+		j := getJob(t, ns, "long")
+		return len(j.Finalizers) == 0, fmt.Sprint(j.Finalizers)
+	})
+	intact("long", long, "stopped, its finalizer removed")
 
 	// On the worker the stopped job freed: run and ended at once.
 	quick := bigCommand("echo done")
