@@ -351,7 +351,7 @@ func TestExecQuotaFull(t *testing.T) {
 	defer cancel()
 	quota := env.FullJobQuota(t, ns, 3)
 	out, errOut, code := plugin(ctx, "dave", ns, strings.NewReader(""), "exec", "--pool", "p", "--", "echo", "hi")
-	want := "error: create shelljob in namespace " + ns + ": the ShellJob quota is full: 3 of 3 jobs (ResourceQuota " + quota +
+	want := "error: create shelljob in namespace " + ns + ": the ShellJob quota is full: 3 used of 3 (ResourceQuota " + quota +
 		"); finished jobs count until they expire or are deleted\n"
 	if code != 1 || errOut != want || out != "" {
 		t.Errorf("exec under a full quota: exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, out, errOut, want)

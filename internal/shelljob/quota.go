@@ -33,7 +33,7 @@ func (e *QuotaFullError) Error() string {
 	if e.Limit < 0 {
 		return fmt.Sprintf("the namespace's ResourceQuota %s is full", e.Quota)
 	}
-	return fmt.Sprintf("the ShellJob quota is full: %d of %d jobs (ResourceQuota %s); finished jobs count until they expire or are deleted",
+	return fmt.Sprintf("the ShellJob quota is full: %d used of %d (ResourceQuota %s); finished jobs count until they expire or are deleted",
 		e.Used, e.Limit, e.Quota)
 }
 

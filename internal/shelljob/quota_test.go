@@ -23,12 +23,12 @@ func TestQuotaFull(t *testing.T) {
 		"the chart's quota, as the admission plugin words it": {
 			err:  forbidden("exceeded quota: shelljob-shelljobs, requested: count/shelljobs.shell.shelljob.dev=1, used: count/shelljobs.shell.shelljob.dev=10k, limited: count/shelljobs.shell.shelljob.dev=10k"),
 			want: true, used: 10000, limit: 10000,
-			text: "the ShellJob quota is full: 10000 of 10000 jobs (ResourceQuota shelljob-shelljobs); finished jobs count until they expire or are deleted",
+			text: "the ShellJob quota is full: 10000 used of 10000 (ResourceQuota shelljob-shelljobs); finished jobs count until they expire or are deleted",
 		},
 		"among other resources": {
 			err:  forbidden("exceeded quota: team, requested: count/foo=1,count/shelljobs.shell.shelljob.dev=1, used: count/foo=3,count/shelljobs.shell.shelljob.dev=3, limited: count/foo=3,count/shelljobs.shell.shelljob.dev=3"),
 			want: true, used: 3, limit: 3,
-			text: "the ShellJob quota is full: 3 of 3 jobs (ResourceQuota team); finished jobs count until they expire or are deleted",
+			text: "the ShellJob quota is full: 3 used of 3 (ResourceQuota team); finished jobs count until they expire or are deleted",
 		},
 		"a quota full of something else": {
 			err:  forbidden("exceeded quota: objects, requested: count/objects=1, used: count/objects=9, limited: count/objects=9"),

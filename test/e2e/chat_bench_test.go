@@ -617,13 +617,20 @@ type memCgroup struct {
 // which counts the sandbox too) on its node.
 func botCgroup(t *testing.T) memCgroup {
 	t.Helper()
-	out := strings.TrimSpace(run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot",
+	return containerCgroup(t, Namespace, "app.kubernetes.io/component=bot", "bot")
+}
+
+// containerCgroup finds the memory cgroup of the container of the one
+// running pod of ns that selector selects, on its node.
+func containerCgroup(t *testing.T, ns, selector, container string) memCgroup {
+	t.Helper()
+	out := strings.TrimSpace(run(t, "-n", ns, "get", "pods", "-l", selector,
 		"--field-selector=status.phase=Running", "-o",
-		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="bot")]}{.containerID}{end}{"\n"}{end}`))
+		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="`+container+`")]}{.containerID}{end}{"\n"}{end}`))
 	lines := strings.Split(out, "\n")
 	node, id, ok := strings.Cut(lines[0], " ")
 	if len(lines) != 1 || !ok || id == "" {
-		t.Fatalf("want one running bot pod with its container, have %q", out)
+		t.Fatalf("want one running pod of %s (%s) with its container %s, have %q", ns, selector, container, out)
 	}
 	_, id, _ = strings.Cut(id, "://")
 	script := fmt.Sprintf(`for d in $(find /sys/fs/cgroup -type d -name '*%s*' 2>/dev/null); do
@@ -631,17 +638,17 @@ func botCgroup(t *testing.T) memCgroup {
 done`, id)
 	b, err := dockerExec(node, "sh", "-c", script)
 	if err != nil {
-		t.Fatalf("the bot's cgroup on %s: %v\n%s", node, err, b)
+		t.Fatalf("the cgroup of %s on %s: %v\n%s", container, node, err, b)
 	}
 	kind, dir, ok := strings.Cut(strings.TrimSpace(b), " ")
 	if !ok || strings.Contains(dir, "\n") {
 		fs, _ := dockerExec(node, "stat", "-fc", "%T", "/sys/fs/cgroup")
-		t.Fatalf("no single memory cgroup of the bot's container %s on %s (%s at /sys/fs/cgroup): "+
+		t.Fatalf("no single memory cgroup of the container %s on %s (%s at /sys/fs/cgroup): "+
 			"want a directory with memory.max_usage_in_bytes (v1) or memory.current (v2), found %q",
 			id, node, strings.TrimSpace(fs), b)
 	}
 	m := memCgroup{node: node, container: id, dir: dir, v2: kind == "v2"}
-	t.Logf("the bot's memory cgroup (%s): %s:%s", kind, node, dir)
+	t.Logf("the memory cgroup of %s (%s): %s:%s", container, kind, node, dir)
 	return m
 }
 
