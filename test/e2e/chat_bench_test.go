@@ -668,10 +668,22 @@ func (m memCgroup) read(t *testing.T, file string) int64 {
 // usage is the cgroup's memory now, page cache included.
 func (m memCgroup) usage(t *testing.T) int64 {
 	t.Helper()
+	return m.read(t, m.file("memory.usage_in_bytes", "memory.current"))
+}
+
+// peakSinceStart is the cgroup's high-water mark since its container
+// started, or since watchPeak last reset it (v1).
+func (m memCgroup) peakSinceStart(t *testing.T) int64 {
+	t.Helper()
+	return m.read(t, m.file("memory.max_usage_in_bytes", "memory.peak"))
+}
+
+// file is the cgroup v1 or v2 name of a file.
+func (m memCgroup) file(v1, v2 string) string {
 	if m.v2 {
-		return m.read(t, "memory.current")
+		return v2
 	}
-	return m.read(t, "memory.usage_in_bytes")
+	return v1
 }
 
 // watchPeak starts measuring the cgroup's peak memory, and returns the

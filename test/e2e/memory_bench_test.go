@@ -412,16 +412,6 @@ func operatorRestarts(t *testing.T) int {
 	return n
 }
 
-// peakSinceStart is the cgroup's high-water mark since its container
-// started: memory.max_usage_in_bytes (v1) or memory.peak (v2).
-func (m memCgroup) peakSinceStart(t *testing.T) int64 {
-	t.Helper()
-	if m.v2 {
-		return m.read(t, "memory.peak")
-	}
-	return m.read(t, "memory.max_usage_in_bytes")
-}
-
 var storageSize = regexp.MustCompile(`(?m)^apiserver_storage_(?:size_bytes|db_total_size_in_bytes)\{[^}]*\} (\S+)$`)
 
 // etcdFigures are etcd's backend quota, as its static pod sets it
