@@ -405,10 +405,10 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 	assumed, unlock := r.assumed.lock(client.ObjectKeyFromObject(pool))
 	defer unlock()
 	snapshot := assumed.snapshot(jobs)
-	if d, ok := assumed.assumed(job.UID); ok {
-		// Placed by an earlier pass: this one records it.
-		return d, revisions[d.Pod], nil
-	}
+	// Placed by an earlier pass, the job records it; the pass still
+	// places the others that can go, as a freed worker wakes one job
+	// (enqueueHead).
+	earlier, placed := assumed.assumed(job.UID)
 	var mine scheduler.Decision
 	for _, a := range scheduler.Schedule(
 		scheduler.Pool{Revision: Revision(pool, r.WorkerImage), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
@@ -427,6 +427,9 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 		if other.UID != job.UID && r.wake != nil {
 			r.wake(other)
 		}
+	}
+	if placed {
+		mine = earlier
 	}
 	return mine, revisions[mine.Pod], nil
 }
@@ -1095,12 +1098,12 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				old, cur := e.ObjectOld.(*shellv1alpha1.ShellJob), e.ObjectNew.(*shellv1alpha1.ShellJob)
 				if old.Status.Pod != "" && (shelljob.IsFinished(cur) || cur.Status.Pod != old.Status.Pod) {
-					r.enqueueWaiting(ctx, q, cur.Namespace, shelljob.Pool(cur))
+					r.enqueueHead(ctx, q, cur.Namespace, shelljob.Pool(cur))
 				}
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				if j, ok := e.Object.(*shellv1alpha1.ShellJob); ok && j.Status.Pod != "" {
-					r.enqueueWaiting(ctx, q, j.Namespace, shelljob.Pool(j))
+					r.enqueueHead(ctx, q, j.Namespace, shelljob.Pool(j))
 				}
 			},
 		}).
@@ -1157,6 +1160,32 @@ func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.Type
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
 	}
 	r.enqueueWaiting(ctx, q, pool.Namespace, pool.Name)
+}
+
+// enqueueHead wakes the oldest of the pool's jobs that wait for a worker,
+// when a job freed one: one pass places every job that can go (place),
+// so that a worker freed under a long queue costs a pass, not one for each
+// job of the queue.
+func (r *ShellJobReconciler) enqueueHead(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], ns, pool string) {
+	jobs, err := jobsOfPool(ctx, r.Client, ns, pool)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a pool", "pool", pool)
+		return
+	}
+	var head *shellv1alpha1.ShellJob
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Status.Pod != "" || shelljob.IsStopRequested(j) {
+			continue
+		}
+		if head == nil || scheduler.Less(scheduler.Job{Name: j.Name, Created: j.CreationTimestamp.Time},
+			scheduler.Job{Name: head.Name, Created: head.CreationTimestamp.Time}) {
+			head = j
+		}
+	}
+	if head != nil {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(head)})
+	}
 }
 
 // enqueueWaiting wakes the pool's jobs that wait for a worker.
