@@ -1164,27 +1164,31 @@ func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.Type
 
 // enqueueHead wakes the oldest of the pool's jobs that wait for a worker,
 // when a job freed one: one pass places every job that can go (place),
-// so that a worker freed under a long queue costs a pass, not one for each
-// job of the queue.
+// so that a worker freed under a long queue costs a few passes, not one
+// for each job of the queue. It wakes one more than the pool has
+// workers: the cache may still show queued a job that an earlier pass
+// placed, whose pass then starts it rather than place the others, and
+// there are at most as many such jobs as workers.
 func (r *ShellJobReconciler) enqueueHead(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], ns, pool string) {
+	p := &shellv1alpha1.ShellPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, p); err != nil {
+		r.enqueueWaiting(ctx, q, ns, pool)
+		return
+	}
 	jobs, err := jobsOfPool(ctx, r.Client, ns, pool)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a pool", "pool", pool)
 		return
 	}
-	var head *shellv1alpha1.ShellJob
+	waiting := make([]scheduler.Job, 0, len(jobs))
 	for i := range jobs {
-		j := &jobs[i]
-		if j.Status.Pod != "" || shelljob.IsStopRequested(j) {
-			continue
-		}
-		if head == nil || scheduler.Less(scheduler.Job{Name: j.Name, Created: j.CreationTimestamp.Time},
-			scheduler.Job{Name: head.Name, Created: head.CreationTimestamp.Time}) {
-			head = j
+		if j := &jobs[i]; j.Status.Pod == "" && !shelljob.IsStopRequested(j) {
+			waiting = append(waiting, scheduler.Job{Name: j.Name, Created: j.CreationTimestamp.Time})
 		}
 	}
-	if head != nil {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(head)})
+	slices.SortFunc(waiting, scheduler.Compare)
+	for _, j := range waiting[:min(len(waiting), int(p.Spec.Replicas)+1)] {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: j.Name}})
 	}
 }
 
