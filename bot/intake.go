@@ -50,7 +50,7 @@ func (b *Bot) take(ctx context.Context, in intake) error {
 		return nil
 	}
 	if err != nil {
-		return in.refuse(fmt.Sprintf(texts.SubmitFailed, err))
+		return in.refuse(submitFailed(err))
 	}
 	in.info.Command = in.spec.Command
 	j := b.newJob(sj, in.info)
@@ -138,4 +138,13 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		kind:   guestPreview,
 		refuse: func(text string) error { return b.tg.EditGuest(ctx, gm, text) },
 	})
+}
+
+// submitFailed answers a command whose job could not be created: in words
+// when the namespace's ShellJob quota is full, else with the error.
+func submitFailed(err error) string {
+	if q, ok := shelljob.QuotaFull(err); ok && q.Limit >= 0 {
+		return texts.QuotaFull(q.Limit)
+	}
+	return fmt.Sprintf(texts.SubmitFailed, err)
 }

@@ -118,6 +118,9 @@ func (r *runner) createJob(ctx context.Context, sj *shellv1alpha1.ShellJob) (*sh
 		}
 		created, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
 	}
+	if q, ok := shelljob.QuotaFull(err); ok {
+		return nil, fmt.Errorf("create shelljob in namespace %s: %w", sj.Namespace, q)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create shelljob: %w", err)
 	}

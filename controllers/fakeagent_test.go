@@ -327,3 +327,15 @@ func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.W
 }
 
 var _ agentapi.Client = &fakeAgent{}
+
+// command is the command that the job's Start gave the agent, "" if none.
+func (a *fakeAgent) command(uid types.UID) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pods {
+		if j, ok := p.jobs[string(uid)]; ok {
+			return j.req.Command
+		}
+	}
+	return ""
+}

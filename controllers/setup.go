@@ -18,6 +18,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // RecorderName is the reporting controller of the operator's Events.
@@ -159,7 +160,10 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 // CacheOptions is the manager's cache for an operator of the pools and
 // jobs of namespace whose workers live in workerNS (empty: the same):
 // everything of namespace, and only the worker pods of workerNS, which is
-// all the operator may read there.
+// all the operator may read there. No object keeps its managed fields, and
+// jobs are slim (shelljob.Slim): the cache holds no command, which the
+// operator reads from the API server once, when it starts the job, so
+// that its memory does not grow with the jobs' command text.
 func CacheOptions(namespace, workerNS string) cache.Options {
 	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
 	if err != nil {
@@ -167,7 +171,9 @@ func CacheOptions(namespace, workerNS string) cache.Options {
 	}
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
+			&shellv1alpha1.ShellJob{}: {Transform: shelljob.SlimTransform},
 			&corev1.Pod{}: {
 				Namespaces: map[string]cache.Config{workerNamespace(workerNS, namespace): {}},
 				Label:      labels.NewSelector().Add(*workers),

@@ -79,7 +79,8 @@ const (
 // once, in a deferred patch.
 type ShellJobReconciler struct {
 	Client client.Client
-	// APIReader reads the job counter past the cache.
+	// APIReader reads past the cache: the job counter, and each job's
+	// command when it starts, which the cache does not keep.
 	APIReader client.Reader
 	Agent     agentapi.Client
 	Recorder  events.EventRecorder
@@ -273,7 +274,12 @@ const conflictRetry = 100 * time.Millisecond
 func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) (wroteStatus bool, err error) {
 	finalizers := slices.Clone(job.Finalizers)
 	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
-		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		// The cache fills status.summary in from the command it does not
+		// keep (shelljob.Slim), so every status write carries the summary:
+		// the first one records it.
+		from := base.DeepCopy()
+		from.Status.Summary = ""
+		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}))
 		if err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -297,7 +303,6 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Queued", "Queue", "Queued as #%d on pool %s", num, shelljob.Pool(job))
 	}
 	job.Status.Number = num
-	job.Status.Summary = shelljob.Summary(job.Spec.Command)
 	job.Status.Phase = shelljob.Phase(job)
 	switch {
 	case shelljob.IsFinished(job):
@@ -400,10 +405,10 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 	assumed, unlock := r.assumed.lock(client.ObjectKeyFromObject(pool))
 	defer unlock()
 	snapshot := assumed.snapshot(jobs)
-	if d, ok := assumed.assumed(job.UID); ok {
-		// Placed by an earlier pass: this one records it.
-		return d, revisions[d.Pod], nil
-	}
+	// Placed by an earlier pass, the job records it; the pass still
+	// places the others that can go, as a freed worker wakes one job
+	// (enqueueHead).
+	earlier, placed := assumed.assumed(job.UID)
 	var mine scheduler.Decision
 	for _, a := range scheduler.Schedule(
 		scheduler.Pool{Revision: Revision(pool, r.WorkerImage), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
@@ -422,6 +427,9 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 		if other.UID != job.UID && r.wake != nil {
 			r.wake(other)
 		}
+	}
+	if placed {
+		mine = earlier
 	}
 	return mine, revisions[mine.Pod], nil
 }
@@ -473,6 +481,12 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 }
 
 func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	command, err := r.command(ctx, job)
+	if err != nil || command == "" {
+		// A job gone since the pass read it has no command: its deletion
+		// brings the next pass.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	shell := agentapi.DefaultShell
 	pool := &shellv1alpha1.ShellPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: shelljob.Pool(job)}, pool); err == nil && pool.Spec.Shell != "" {
@@ -484,7 +498,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	defer cancel()
 	resp, err := r.Agent.Start(callCtx, key, agentapi.StartRequest{
 		Job:      string(job.UID),
-		Command:  job.Spec.Command,
+		Command:  command,
 		Stateful: shelljob.Mode(job) == shellv1alpha1.ModeStateful,
 		Shell:    shell,
 	})
@@ -504,6 +518,20 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 	r.Recorder.Eventf(job, pod, corev1.EventTypeNormal, "Started", "Start", "#%d started on %s as process group %d",
 		job.Status.Number, pod.Name, resp.PGID)
 	return r.running(ctx, job, now)
+}
+
+// command reads the job's command from the API server, the one read of it:
+// the cache keeps no command (shelljob.Slim). It is "" when the job went,
+// or was made again under its name, since the pass read it.
+func (r *ShellJobReconciler) command(ctx context.Context, job *shellv1alpha1.ShellJob) (string, error) {
+	full := &shellv1alpha1.ShellJob{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), full); err != nil {
+		return "", fmt.Errorf("read the command of %s: %w", job.Name, err)
+	}
+	if full.UID != job.UID {
+		return "", nil
+	}
+	return full.Spec.Command, nil
 }
 
 func (r *ShellJobReconciler) markStarted(job *shellv1alpha1.ShellJob, pgid int, at, now time.Time) {
@@ -1070,12 +1098,12 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				old, cur := e.ObjectOld.(*shellv1alpha1.ShellJob), e.ObjectNew.(*shellv1alpha1.ShellJob)
 				if old.Status.Pod != "" && (shelljob.IsFinished(cur) || cur.Status.Pod != old.Status.Pod) {
-					r.enqueueWaiting(ctx, q, cur.Namespace, shelljob.Pool(cur))
+					r.enqueueHead(ctx, q, cur.Namespace, shelljob.Pool(cur))
 				}
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				if j, ok := e.Object.(*shellv1alpha1.ShellJob); ok && j.Status.Pod != "" {
-					r.enqueueWaiting(ctx, q, j.Namespace, shelljob.Pool(j))
+					r.enqueueHead(ctx, q, j.Namespace, shelljob.Pool(j))
 				}
 			},
 		}).
@@ -1132,6 +1160,36 @@ func (r *ShellJobReconciler) enqueueForPod(ctx context.Context, q workqueue.Type
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
 	}
 	r.enqueueWaiting(ctx, q, pool.Namespace, pool.Name)
+}
+
+// enqueueHead wakes the oldest of the pool's jobs that wait for a worker,
+// when a job freed one: one pass places every job that can go (place),
+// so that a worker freed under a long queue costs a few passes, not one
+// for each job of the queue. It wakes one more than the pool has
+// workers: the cache may still show queued a job that an earlier pass
+// placed, whose pass then starts it rather than place the others, and
+// there are at most as many such jobs as workers.
+func (r *ShellJobReconciler) enqueueHead(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], ns, pool string) {
+	p := &shellv1alpha1.ShellPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: pool}, p); err != nil {
+		r.enqueueWaiting(ctx, q, ns, pool)
+		return
+	}
+	jobs, err := jobsOfPool(ctx, r.Client, ns, pool)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List the jobs of a pool", "pool", pool)
+		return
+	}
+	waiting := make([]scheduler.Job, 0, len(jobs))
+	for i := range jobs {
+		if j := &jobs[i]; j.Status.Pod == "" && !shelljob.IsStopRequested(j) {
+			waiting = append(waiting, scheduler.Job{Name: j.Name, Created: j.CreationTimestamp.Time})
+		}
+	}
+	slices.SortFunc(waiting, scheduler.Compare)
+	for _, j := range waiting[:min(len(waiting), int(p.Spec.Replicas)+1)] {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: j.Name}})
+	}
 }
 
 // enqueueWaiting wakes the pool's jobs that wait for a worker.

@@ -21,6 +21,13 @@
 #            at once, stopped after 10 s, beside its memory at rest.
 #            E2E_FLOODS=1,16,64 adds 64, which scales the shell pool to 64
 #            workers; on a 2-CPU machine it starves the cluster.
+#   memory   the operator's memory with ShellJobs of 64 KiB commands in the
+#            namespace, beside its memory at rest in the same run (its
+#            container's cgroup on the kind node): E2E_BENCH_QUEUED (1,000)
+#            jobs queued behind busy workers, then placed, at a pace beside a
+#            burst of as many short jobs; E2E_BENCH_FINISHED (10,000)
+#            finished ones, and the operator restarted with them there. The
+#            bot, the API server and etcd are measured through the same.
 #
 # Environment: BENCHTIME (default 1s) and COUNT (default 5) are passed to
 # go test; each figure is the median of the COUNT runs. BENCH_FORMAT=markdown
@@ -31,7 +38,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BENCHTIME="${BENCHTIME:-1s}"
 COUNT="${COUNT:-5}"
 BENCH_FORMAT="${BENCH_FORMAT:-text}"
-SECTIONS=(output cluster chat cli)
+SECTIONS=(output cluster chat cli memory)
 
 machine() {
   local cpu
@@ -270,6 +277,67 @@ section_cli() {
     "echo hi, no worker remembered, p50 (ms)|cli_exec_fresh_p50|cli_exec_base_p50" \
     "echo hi, no worker remembered, p95 (ms)|cli_exec_fresh_p95|cli_exec_base_p95"
   echo "(target: at most 1.30× at p50)"
+  echo
+}
+
+# above_table REST ROW...: prints ROWs, "label|figure", each in MiB beside
+# the figure REST of the same run and how far above it it is.
+above_table() {
+  local rest row label name v r fmt
+  rest="$(bench "$1")"
+  shift
+  fmt="%-56s %10s %10s %12s\n"
+  [[ "${BENCH_FORMAT}" != markdown ]] || fmt='| %s | %s | %s | %s |\n'
+  # shellcheck disable=SC2059
+  printf "${fmt}" "measure" "MiB" "at rest" "above rest"
+  [[ "${BENCH_FORMAT}" != markdown ]] || printf '|---|---:|---:|---:|\n'
+  for row in "$@"; do
+    IFS='|' read -r label name <<< "${row}"
+    v="$(bench "${name}")"
+    [[ -n "${v}" && -n "${rest}" ]] || die "no figure for ${label}"
+    r="$(awk -v a="${v}" -v b="${rest}" 'BEGIN { printf "%+.1f", a - b }')"
+    # shellcheck disable=SC2059
+    printf "${fmt}" "${label}" "${v}" "${rest}" "${r}"
+  done
+}
+
+# section_memory: TestBenchOperatorMemory.
+section_memory() {
+  e2e_bench TestBenchOperatorMemory 120m
+  # shellcheck disable=SC2064
+  trap "rm -f '${BENCH_LOG}'" RETURN
+  local q f
+  q="$(bench opmem_queued_jobs)" f="$(bench opmem_finished_jobs)"
+  echo "== The operator's memory with ShellJobs of 64 KiB commands (kind, its container's cgroup) =="
+  above_table opmem_rest \
+    "${q} queued: peak while created and queued|opmem_queued_peak" \
+    "${q} queued, settled|opmem_queued" \
+    "${q} queued: peak while placed and run|opmem_place_peak" \
+    "${f} finished: peak while created and ended|opmem_finished_peak" \
+    "${f} finished, settled|opmem_finished" \
+    "${f} finished: peak of a restart with them|opmem_restart_peak" \
+    "${f} finished: after that restart, settled|opmem_restart"
+  echo "(bar: under 64 MiB above the rest; the operator's restarts: $(bench opmem_restarts), its jobs lost: $(bench opmem_queued_lost))"
+  printf '%s queued jobs placed and run at %s jobs/s, beside %s jobs/s for as many short jobs created at once on free workers\n' \
+    "${q}" "$(bench opmem_queued_pace)" "$(bench opmem_burst_pace)"
+  printf '%s finished jobs created in %s s, all ended %s s after the first create\n' \
+    "${f}" "$(bench opmem_finished_create_s)" "$(bench opmem_finished_end_s)"
+  echo
+  echo "== The bot through the same ${f} finished jobs =="
+  above_table botmem_rest \
+    "peak while created and ended|botmem_finished_peak" \
+    "settled|botmem_finished" \
+    "peak of a restart with them|botmem_restart_peak" \
+    "after that restart, settled|botmem_restart"
+  echo
+  echo "== The API server and etcd through the same =="
+  above_table apimem_rest \
+    "API server: peak|apimem_finished_peak" \
+    "API server: settled|apimem_finished"
+  local quota_from="etcd's default, no --quota-backend-bytes"
+  [[ "$(bench etcd_quota_set)" == 0.0 ]] || quota_from="--quota-backend-bytes"
+  printf 'etcd database: %s MiB at rest, %s MiB with the finished jobs, %s MiB once they were deleted; its quota %s MiB (%s)\n' \
+    "$(bench etcd_rest)" "$(bench etcd_finished)" "$(bench etcd_after)" "$(bench etcd_quota)" "${quota_from}"
   echo
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/kubeutil"
 )
 
 // NewCache returns the cache of Cluster.Cache: the ShellJobs of namespace,
@@ -56,7 +57,7 @@ func slim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	sj.ManagedFields = nil
+	kubeutil.StripForCache(sj)
 	if sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram {
 		return sj, nil
 	}

@@ -340,3 +340,24 @@ func regexpLine(out string, fields ...string) bool {
 	}
 	return false
 }
+
+// TestExecQuotaFull: a job that the namespace's full ShellJob quota
+// refuses (the ResourceQuota admission plugin of the real API server)
+// makes `kubectl shelljob exec` say so in words and exit 1, and nothing
+// is created.
+func TestExecQuotaFull(t *testing.T) {
+	ns := env.Namespace(t, "cli")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	quota := env.FullJobQuota(t, ns, 3)
+	out, errOut, code := plugin(ctx, "dave", ns, strings.NewReader(""), "exec", "--pool", "p", "--", "echo", "hi")
+	want := "error: create shelljob in namespace " + ns + ": the ShellJob quota is full: 3 used of 3 (ResourceQuota " + quota +
+		"); finished jobs count until they expire or are deleted\n"
+	if code != 1 || errOut != want || out != "" {
+		t.Errorf("exec under a full quota: exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, out, errOut, want)
+	}
+	var list shellv1alpha1.ShellJobList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
+		t.Errorf("%d jobs in the namespace, %v: want none", len(list.Items), err)
+	}
+}

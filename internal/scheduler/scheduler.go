@@ -80,9 +80,10 @@ func Loads(jobs []Job) map[string]Load {
 }
 
 // Less orders jobs first in, first out: by creation time, then by name.
-func Less(a, b Job) bool { return compareJobs(a, b) < 0 }
+func Less(a, b Job) bool { return Compare(a, b) < 0 }
 
-func compareJobs(a, b Job) int {
+// Compare is Less as slices.SortFunc takes it.
+func Compare(a, b Job) int {
 	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name))
 }
 
@@ -110,7 +111,7 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 			queue = append(queue, j)
 		}
 	}
-	slices.SortFunc(queue, compareJobs)
+	slices.SortFunc(queue, Compare)
 	out := make([]Assignment, 0, len(queue))
 	if len(eligible) == 0 {
 		for _, q := range queue {

@@ -115,6 +115,13 @@ const (
 	SubmitFailed = "Could not start the command: %v"
 )
 
+// QuotaFull answers a command refused because the namespace holds as many
+// ShellJobs as its quota allows (the chart's jobQuota).
+func QuotaFull(limit int64) string {
+	const rest = " is full. Finished jobs count until they expire; try again once older ones have gone, or raise the chart's jobQuota.shellJobs."
+	return plural(int(limit), "Could not start the command: the quota of %d job"+rest, "Could not start the command: the quota of %d jobs"+rest)
+}
+
 // Stopping is "⏹ Stopping #3…" (shelljob.StopOutcome.Text).
 func Stopping(n int64) string { return shelljob.StopSent.Text(n) }
 

@@ -539,6 +539,9 @@ func TestSchema(t *testing.T) {
 		"pools.shell.serviceAccountName=kube-system/default",
 		"bot.files.outCount=0",
 		"bot.files.outFiles=1",
+		"jobQuota.shellJobs=0",
+		"jobQuota.shellJobs=lots",
+		"jobQuota.shelljobs=5",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, "--set", set)

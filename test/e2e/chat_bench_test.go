@@ -617,13 +617,20 @@ type memCgroup struct {
 // which counts the sandbox too) on its node.
 func botCgroup(t *testing.T) memCgroup {
 	t.Helper()
-	out := strings.TrimSpace(run(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=bot",
+	return containerCgroup(t, Namespace, "app.kubernetes.io/component=bot", "bot")
+}
+
+// containerCgroup finds the memory cgroup of the container of the one
+// running pod of ns that selector selects, on its node.
+func containerCgroup(t *testing.T, ns, selector, container string) memCgroup {
+	t.Helper()
+	out := strings.TrimSpace(run(t, "-n", ns, "get", "pods", "-l", selector,
 		"--field-selector=status.phase=Running", "-o",
-		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="bot")]}{.containerID}{end}{"\n"}{end}`))
+		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="`+container+`")]}{.containerID}{end}{"\n"}{end}`))
 	lines := strings.Split(out, "\n")
 	node, id, ok := strings.Cut(lines[0], " ")
 	if len(lines) != 1 || !ok || id == "" {
-		t.Fatalf("want one running bot pod with its container, have %q", out)
+		t.Fatalf("want one running pod of %s (%s) with its container %s, have %q", ns, selector, container, out)
 	}
 	_, id, _ = strings.Cut(id, "://")
 	script := fmt.Sprintf(`for d in $(find /sys/fs/cgroup -type d -name '*%s*' 2>/dev/null); do
@@ -631,17 +638,17 @@ func botCgroup(t *testing.T) memCgroup {
 done`, id)
 	b, err := dockerExec(node, "sh", "-c", script)
 	if err != nil {
-		t.Fatalf("the bot's cgroup on %s: %v\n%s", node, err, b)
+		t.Fatalf("the cgroup of %s on %s: %v\n%s", container, node, err, b)
 	}
 	kind, dir, ok := strings.Cut(strings.TrimSpace(b), " ")
 	if !ok || strings.Contains(dir, "\n") {
 		fs, _ := dockerExec(node, "stat", "-fc", "%T", "/sys/fs/cgroup")
-		t.Fatalf("no single memory cgroup of the bot's container %s on %s (%s at /sys/fs/cgroup): "+
+		t.Fatalf("no single memory cgroup of the container %s on %s (%s at /sys/fs/cgroup): "+
 			"want a directory with memory.max_usage_in_bytes (v1) or memory.current (v2), found %q",
 			id, node, strings.TrimSpace(fs), b)
 	}
 	m := memCgroup{node: node, container: id, dir: dir, v2: kind == "v2"}
-	t.Logf("the bot's memory cgroup (%s): %s:%s", kind, node, dir)
+	t.Logf("the memory cgroup of %s (%s): %s:%s", container, kind, node, dir)
 	return m
 }
 
@@ -661,10 +668,22 @@ func (m memCgroup) read(t *testing.T, file string) int64 {
 // usage is the cgroup's memory now, page cache included.
 func (m memCgroup) usage(t *testing.T) int64 {
 	t.Helper()
+	return m.read(t, m.file("memory.usage_in_bytes", "memory.current"))
+}
+
+// peakSinceStart is the cgroup's high-water mark since its container
+// started, or since watchPeak last reset it (v1).
+func (m memCgroup) peakSinceStart(t *testing.T) int64 {
+	t.Helper()
+	return m.read(t, m.file("memory.max_usage_in_bytes", "memory.peak"))
+}
+
+// file is the cgroup v1 or v2 name of a file.
+func (m memCgroup) file(v1, v2 string) string {
 	if m.v2 {
-		return m.read(t, "memory.current")
+		return v2
 	}
-	return m.read(t, "memory.usage_in_bytes")
+	return v1
 }
 
 // watchPeak starts measuring the cgroup's peak memory, and returns the

@@ -1,0 +1,80 @@
+package shelljob
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+)
+
+// QuotaResource is the resource of a ResourceQuota on the count of
+// ShellJobs in a namespace, as the chart sets it (jobQuota).
+var QuotaResource = corev1.ResourceName("count/shelljobs." + shellv1alpha1.GroupVersion.Group)
+
+// QuotaFullError is a create that the API server refused because a
+// ResourceQuota of the namespace is full.
+type QuotaFullError struct {
+	// Quota is the ResourceQuota's name.
+	Quota string
+	// Used and Limit count the ShellJobs of the namespace under that quota,
+	// -1 when it does not limit them (it is full of something else).
+	Used, Limit int64
+	// Err is the API server's error.
+	Err error
+}
+
+func (e *QuotaFullError) Error() string {
+	if e.Limit < 0 {
+		return fmt.Sprintf("the namespace's ResourceQuota %s is full", e.Quota)
+	}
+	return fmt.Sprintf("the ShellJob quota is full: %d used of %d (ResourceQuota %s); finished jobs count until they expire or are deleted",
+		e.Used, e.Limit, e.Quota)
+}
+
+func (e *QuotaFullError) Unwrap() error { return e.Err }
+
+// exceededQuota is the ResourceQuota admission plugin's message
+// (k8s.io/apiserver, plugin/resourcequota): "exceeded quota: NAME,
+// requested: LIST, used: LIST, limited: LIST", each LIST resource=quantity
+// pairs joined by commas.
+var exceededQuota = regexp.MustCompile(`exceeded quota: ([^,]+), requested: .*?, used: (.*?), limited: (.*)$`)
+
+// QuotaFull tells whether err, from a create, is the API server's refusal
+// under a full ResourceQuota, and returns it as a QuotaFullError that says
+// so in words; other errors are not.
+func QuotaFull(err error) (*QuotaFullError, bool) {
+	var status apierrors.APIStatus
+	if !apierrors.IsForbidden(err) || !errors.As(err, &status) {
+		return nil, false
+	}
+	m := exceededQuota.FindStringSubmatch(status.Status().Message)
+	if m == nil {
+		return nil, false
+	}
+	q := &QuotaFullError{Quota: m[1], Used: quantity(m[2]), Limit: quantity(m[3]), Err: err}
+	if q.Used < 0 || q.Limit < 0 {
+		q.Used, q.Limit = -1, -1
+	}
+	return q, true
+}
+
+// quantity is the count of QuotaResource in a LIST of the message, -1 if
+// it is not there. Counts are quantities there: 10000 is "10k".
+func quantity(list string) int64 {
+	for pair := range strings.SplitSeq(list, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || corev1.ResourceName(name) != QuotaResource {
+			continue
+		}
+		if n, err := resource.ParseQuantity(v); err == nil {
+			return n.Value()
+		}
+	}
+	return -1
+}
