@@ -66,25 +66,13 @@ func outsidePolicy(t *testing.T, ns, baseline string) *networkingv1.NetworkPolic
 	return p
 }
 
-// excepts are the except lists of a policy's ipBlocks, by CIDR, and the
-// annotation; for the waits' messages.
+// excepts are a policy's except lists by CIDR and, for the waits'
+// messages, what it holds.
 func excepts(p *networkingv1.NetworkPolicy) (map[string][]string, string) {
 	if p == nil {
 		return nil, "no policy"
 	}
-	out := map[string][]string{}
-	var peers []networkingv1.NetworkPolicyPeer
-	for _, r := range p.Spec.Egress {
-		peers = append(peers, r.To...)
-	}
-	for _, r := range p.Spec.Ingress {
-		peers = append(peers, r.From...)
-	}
-	for _, peer := range peers {
-		if b := peer.IPBlock; b != nil {
-			out[b.CIDR] = append(out[b.CIDR], b.Except...)
-		}
-	}
+	out := utiltesting.IPBlocks(p)
 	return out, fmt.Sprintf("blocks %v, %s", out, p.Annotations[netpolicy.AnnotationPodNetwork])
 }
 

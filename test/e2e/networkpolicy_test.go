@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
 // The chart's NetworkPolicies and the operator's beside them
@@ -31,24 +32,6 @@ const (
 	// writing its policy.
 	NetworkPolicyTimeout = 30 * time.Second
 )
-
-// ipBlocks are a policy's ipBlock peers: the except lists by CIDR.
-func ipBlocks(p *networkingv1.NetworkPolicy) map[string][]string {
-	out := map[string][]string{}
-	var peers []networkingv1.NetworkPolicyPeer
-	for _, r := range p.Spec.Egress {
-		peers = append(peers, r.To...)
-	}
-	for _, r := range p.Spec.Ingress {
-		peers = append(peers, r.From...)
-	}
-	for _, peer := range peers {
-		if b := peer.IPBlock; b != nil {
-			out[b.CIDR] = append(out[b.CIDR], b.Except...)
-		}
-	}
-	return out
-}
 
 // excepted tells whether cidr lies inside one of the except lists of the
 // block of its family.
@@ -106,7 +89,7 @@ func TestNetworkPolicies(t *testing.T) {
 	poll(t, NetworkPolicyTimeout, "the operator's policies for this cluster", func() (bool, string) {
 		workersOut = getPolicy(t, WorkerNamespace, workersPolicy+"-outside")
 		releaseOut = getPolicy(t, Namespace, releasePolicy+"-outside")
-		blocks := ipBlocks(workersOut)
+		blocks := utiltesting.IPBlocks(workersOut)
 		for _, want := range slices.Concat(podCIDRs, []string{"169.254.0.0/16", "fe80::/10"}) {
 			if !excepted(blocks, want) {
 				return false, fmt.Sprintf("%s not refused to the workers: %v", want, blocks)
@@ -119,11 +102,11 @@ func TestNetworkPolicies(t *testing.T) {
 		}
 		return true, ""
 	})
-	t.Logf("%s: %s; %v", workersOut.Name, workersOut.Annotations["shell.shelljob.dev/pod-network"], ipBlocks(workersOut))
+	t.Logf("%s: %s; %v", workersOut.Name, workersOut.Annotations["shell.shelljob.dev/pod-network"], utiltesting.IPBlocks(workersOut))
 	if got := workersOut.Annotations["shell.shelljob.dev/pod-network"]; !strings.HasSuffix(got, "(the nodes' spec.podCIDRs)") {
 		t.Errorf("pod network %q, want the nodes'", got)
 	}
-	relBlocks := ipBlocks(releaseOut)
+	relBlocks := utiltesting.IPBlocks(releaseOut)
 	for _, cidr := range podCIDRs {
 		if !excepted(relBlocks, cidr) {
 			t.Errorf("the release namespace admits the pod CIDR %s: %v", cidr, relBlocks)
@@ -224,14 +207,14 @@ func TestNetworkPolicies(t *testing.T) {
 		return len(joining.Spec.PodCIDRs) > 0, "none yet"
 	})
 	poll(t, NetworkPolicyTimeout, "the joining node refused to the workers, its pod range kept from them", func() (bool, string) {
-		blocks := ipBlocks(getPolicy(t, WorkerNamespace, workersPolicy+"-outside"))
+		blocks := utiltesting.IPBlocks(getPolicy(t, WorkerNamespace, workersPolicy+"-outside"))
 		return excepted(blocks, host(joiningIP)) && excepted(blocks, joining.Spec.PodCIDRs[0]), fmt.Sprint(blocks)
 	})
 	if err := c.Delete(ctx, joining); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, NetworkPolicyTimeout, "the node's address let go once it left", func() (bool, string) {
-		blocks := ipBlocks(getPolicy(t, WorkerNamespace, workersPolicy+"-outside"))
+		blocks := utiltesting.IPBlocks(getPolicy(t, WorkerNamespace, workersPolicy+"-outside"))
 		return !excepted(blocks, host(joiningIP)), fmt.Sprint(blocks)
 	})
 }
