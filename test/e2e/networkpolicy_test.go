@@ -69,6 +69,9 @@ func getPolicy(t *testing.T, ns, name string) *networkingv1.NetworkPolicy {
 // goes.
 func TestNetworkPolicies(t *testing.T) {
 	ctx := context.Background()
+	// Its workers are the ones whose addresses the operator checks, and
+	// the source of the verdicts below.
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
 		t.Fatal(err)
