@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,6 +84,10 @@ type Options struct {
 	// Clock tells the time. Defaults to the real clock; tests may set a
 	// fake one.
 	Clock clock.WithTicker
+	// NetworkPolicies name the chart's baseline NetworkPolicies, beside
+	// which the operator writes the ones that admit what lies outside the
+	// pod network. Defaults to none written.
+	NetworkPolicies NetworkPolicyOptions
 }
 
 // Setup adds the operator to a manager: the cache indexes, the pool and
@@ -154,29 +160,52 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	if err := jobs.SetupWithManager(mgr, reports); err != nil {
 		return nil, err
 	}
+	if opts.NetworkPolicies.enabled() {
+		policies := &NetworkPolicyReconciler{
+			Client:          mgr.GetClient(),
+			Recorder:        recorder,
+			WorkerNamespace: workerNamespace(opts.WorkerNamespace, opts.NetworkPolicies.Namespace),
+			Options:         opts.NetworkPolicies,
+		}
+		if err := policies.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	}
 	return &reconcilers{pools: pools, jobs: jobs}, nil
 }
 
 // CacheOptions is the manager's cache for an operator of the pools and
 // jobs of namespace whose workers live in workerNS (empty: the same):
 // everything of namespace, and only the worker pods of workerNS, which is
-// all the operator may read there. No object keeps its managed fields, and
-// jobs are slim (shelljob.Slim): the cache holds no command, which the
-// operator reads from the API server once, when it starts the job, so
-// that its memory does not grow with the jobs' command text.
+// all the operator may read there; for the NetworkPolicy reconciler, the
+// policies of both, the Nodes (slimmed) and the API server's
+// EndpointSlices. An informer starts on first use only, so an operator
+// that writes no policy reads none of these. No object keeps its managed
+// fields, and jobs are slim (shelljob.Slim): the cache holds no command,
+// which the operator reads from the API server once, when it starts the
+// job, so that its memory does not grow with the jobs' command text.
 func CacheOptions(namespace, workerNS string) cache.Options {
 	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
 	if err != nil {
 		panic(fmt.Sprintf("worker selector: %v", err))
 	}
+	workerNS = workerNamespace(workerNS, namespace)
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&shellv1alpha1.ShellJob{}: {Transform: shelljob.SlimTransform},
 			&corev1.Pod{}: {
-				Namespaces: map[string]cache.Config{workerNamespace(workerNS, namespace): {}},
+				Namespaces: map[string]cache.Config{workerNS: {}},
 				Label:      labels.NewSelector().Add(*workers),
+			},
+			&networkingv1.NetworkPolicy{}: {
+				Namespaces: map[string]cache.Config{namespace: {}, workerNS: {}},
+			},
+			&corev1.Node{}: {Transform: slimNode},
+			&discoveryv1.EndpointSlice{}: {
+				Namespaces: map[string]cache.Config{apiServerNamespace: {}},
+				Label:      labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: apiServerService}),
 			},
 		},
 	}

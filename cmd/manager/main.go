@@ -28,6 +28,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/netpolicy"
 )
 
 // leaderElectionID names the Lease that the operator's replicas compete for.
@@ -47,6 +48,9 @@ func run() int {
 		allowedSAs, selfSA     string
 		jobTTL, holdTimeout    time.Duration
 		warmChannels           bool
+		policies               controllers.NetworkPolicyOptions
+		workersEgress          string
+		podCIDRs, deniedCIDRs  string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -72,6 +76,20 @@ func run() int {
 			"false: its events stream alone, and an exec per start and per signal, as when a channel is down.")
 	flag.DurationVar(&holdTimeout, "hold-timeout", controllers.DefaultHoldTimeout,
 		"How long a job may stay held (spec.hold) on its worker, waiting for its client to put its input files, before it fails (HoldTimedOut).")
+	flag.StringVar(&policies.Workers, "workers-network-policy", "",
+		"The workers' NetworkPolicy in --worker-namespace (the chart's, which names no address): beside it the operator writes NAME-outside, "+
+			"the workers' egress to every address outside the pod network but the link-local ranges, the nodes' addresses and --workers-denied-cidrs, "+
+			"from the cluster's Nodes. Empty: none.")
+	flag.StringVar(&workersEgress, "workers-egress", "all",
+		`With --workers-network-policy: "all", the workers reach what lies outside the pod network as above; "none", they do not (NAME-outside is removed).`)
+	flag.StringVar(&policies.Release, "release-network-policy", "",
+		"The NetworkPolicy in --namespace that keeps the workers from the operator and the bot (the chart's): beside it the operator writes NAME-outside, "+
+			"their ingress from every address outside the pod network. Empty: none.")
+	flag.StringVar(&podCIDRs, "pod-cidrs", "",
+		"Comma-separated CIDRs of the pod network, for a network plugin that does not give pods the nodes' spec.podCIDRs. "+
+			"Empty: the nodes' spec.podCIDRs; where those are unknown, the policies admit nothing and say why.")
+	flag.StringVar(&deniedCIDRs, "workers-denied-cidrs", "",
+		"Comma-separated CIDRs refused to the workers beside the link-local ranges and the nodes' addresses.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -99,6 +117,22 @@ func run() int {
 		log.Error(err, "Parse --allowed-service-accounts")
 		return 1
 	}
+	if policies.Config.PodCIDRs, err = netpolicy.ParseCIDRs(podCIDRs); err != nil {
+		log.Error(err, "Parse --pod-cidrs")
+		return 1
+	}
+	if policies.Config.DeniedCIDRs, err = netpolicy.ParseCIDRs(deniedCIDRs); err != nil {
+		log.Error(err, "Parse --workers-denied-cidrs")
+		return 1
+	}
+	switch workersEgress {
+	case "all", "none":
+		policies.WorkersEgress = workersEgress == "all"
+	default:
+		log.Error(nil, `--workers-egress must be "all" or "none"`, "value", workersEgress)
+		return 1
+	}
+	policies.Namespace = namespace
 	self := types.NamespacedName{Namespace: cmp.Or(os.Getenv("POD_NAMESPACE"), namespace), Name: selfSA}
 	if jobTTL <= 0 {
 		jobTTL = controllers.KeepFinishedJobs
@@ -143,6 +177,7 @@ func run() int {
 		OperatorServiceAccount: self,
 		JobTTL:                 jobTTL,
 		HoldTimeout:            holdTimeout,
+		NetworkPolicies:        policies,
 	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
@@ -157,7 +192,9 @@ func run() int {
 		return 1
 	}
 	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
-		"allowedServiceAccounts", allowed, "serviceAccount", self, "jobTTL", jobTTL, "version", fmt.Sprint(shellv1alpha1.GroupVersion))
+		"allowedServiceAccounts", allowed, "serviceAccount", self, "jobTTL", jobTTL,
+		"workersNetworkPolicy", policies.Workers, "workersEgress", workersEgress, "releaseNetworkPolicy", policies.Release, "podCIDRs", podCIDRs,
+		"version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")
 		return 1

@@ -168,6 +168,17 @@ func TestOnAPIServer(t *testing.T) {
 		{"scraper", access{verb: "get", resource: "pods", namespace: namespace}, false},
 		{"shelljob-operator", access{verb: "get", resource: "secrets", namespace: namespace}, false},
 		{"shelljob-operator", access{verb: "list", resource: "pods", namespace: "kube-system"}, false},
+		// The NetworkPolicy reconciler: Nodes read, its policies written
+		// in its two namespaces alone, the API server's endpoints read.
+		{"shelljob-operator", access{verb: "list", resource: "nodes"}, true},
+		{"shelljob-operator", access{verb: "watch", resource: "nodes"}, true},
+		{"shelljob-operator", access{verb: "patch", resource: "nodes"}, false},
+		{"shelljob-operator", access{verb: "update", group: "networking.k8s.io", resource: "networkpolicies", namespace: workers}, true},
+		{"shelljob-operator", access{verb: "create", group: "networking.k8s.io", resource: "networkpolicies", namespace: namespace}, true},
+		{"shelljob-operator", access{verb: "create", group: "networking.k8s.io", resource: "networkpolicies", namespace: "kube-system"}, false},
+		{"shelljob-operator", access{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default"}, true},
+		{"shelljob-operator", access{verb: "list", group: "discovery.k8s.io", resource: "endpointslices", namespace: "kube-system"}, false},
+		{"shelljob-bot", access{verb: "list", resource: "nodes"}, false},
 	} {
 		a := tc.a
 		if got := allowed(t, c, tc.sa, a); got != tc.want {

@@ -52,13 +52,15 @@ type valueSet struct {
 	// for none.
 	serviceAccounts string
 	bot             bool
+	// egress is workers.networkPolicy.egress.
+	egress string
 }
 
 var valueSets = []valueSet{
-	{name: "default", workers: namespace + "-workers", bot: true},
+	{name: "default", workers: namespace + "-workers", bot: true, egress: "all"},
 	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers",
-		serviceAccounts: "builder,ci.runner", bot: true},
-	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes"},
+		serviceAccounts: "builder,ci.runner", bot: true, egress: "all"},
+	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes", egress: "none"},
 }
 
 // helmBin is $HELM, else bin/helm. Without helm the chart tests skip,
@@ -331,8 +333,21 @@ func TestRBAC(t *testing.T) {
 				}
 			}
 			for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
-				if b.RoleRef.Name != "shelljob-shelljob-system-metrics-auth" {
-					t.Errorf("ClusterRoleBinding %s to %s: the only one should bind the metrics auth role", b.Name, b.RoleRef.Name)
+				if b.RoleRef.Name != "shelljob-shelljob-system-metrics-auth" && b.RoleRef.Name != "shelljob-shelljob-system-nodes" {
+					t.Errorf("ClusterRoleBinding %s to %s: the only ones should bind the metrics auth and the nodes roles", b.Name, b.RoleRef.Name)
+				}
+			}
+			// The NetworkPolicy reconciler: Nodes read only, policies
+			// written in the two namespaces only.
+			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+				if roleGrants(cr.Rules, "", "nodes", "update") || roleGrants(cr.Rules, "", "nodes", "patch") ||
+					roleGrants(cr.Rules, "networking.k8s.io", "networkpolicies", "create") {
+					t.Errorf("ClusterRole %s writes nodes or NetworkPolicies", cr.Name)
+				}
+			}
+			for _, want := range []string{namespace + "/shelljob-operator", vs.workers + "/shelljob-operator"} {
+				if r := byName[want]; r == nil || !roleGrants(r.Rules, "networking.k8s.io", "networkpolicies", "update") {
+					t.Errorf("Role %s does not let the operator write its NetworkPolicy", want)
 				}
 			}
 		})
@@ -358,7 +373,8 @@ func TestOperator(t *testing.T) {
 			d := deployment(t, objects(t, vs.render(t)), "shelljob-operator")
 			c := d.Spec.Template.Spec.Containers[0]
 			args := c.Args
-			for _, want := range []string{"--namespace=" + namespace, "--worker-namespace=" + vs.workers, "--leader-elect", "--health-probe-bind-address=:8081"} {
+			for _, want := range []string{"--namespace=" + namespace, "--worker-namespace=" + vs.workers, "--leader-elect", "--health-probe-bind-address=:8081",
+				"--workers-network-policy=shelljob-workers", "--workers-egress=" + vs.egress, "--release-network-policy=shelljob-deny-workers"} {
 				if !slices.Contains(args, want) {
 					t.Errorf("args %q lack %s", args, want)
 				}
@@ -531,8 +547,8 @@ func TestSchema(t *testing.T) {
 		"pools.shell.replicas=many",
 		"pools.shell.replica=2",
 		"workers.networkPolicy.egress=some",
-		"workers.networkPolicy.podCIDRs={}",
 		"workers.networkPolicy.podCIDRs={10.244.0.0}",
+		"workers.networkPolicy.deniedCIDRs={metadata}",
 		"images.bot.pullPolicy=Sometimes",
 		"operator.terminationGracePeriodSeconds=10",
 		"workers.allowedServiceAccounts={Robot_1}",

@@ -114,27 +114,13 @@ the chart makes from bot.token, bot.appId and bot.appHash.
 {{- end }}
 
 {{/*
-NetworkPolicy peers for every address outside the pod network: 0.0.0.0/0
-and ::/0 except workers.networkPolicy.podCIDRs. So nodes (their host
-network: the API server, the kubelet), load balancers and the internet
-match, and no pod does; pods are matched by namespace only.
+The names of the NetworkPolicies the chart makes, beside which the
+operator writes <name>-outside: the workers' and the release namespace's.
 */}}
-{{- define "shelljob.outsidePodNetwork" -}}
-{{- $v4 := list }}
-{{- $v6 := list }}
-{{- range .Values.workers.networkPolicy.podCIDRs }}
-{{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}
-{{- end -}}
-- ipBlock:
-    cidr: 0.0.0.0/0
-    {{- with $v4 }}
-    except:
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
-- ipBlock:
-    cidr: ::/0
-    {{- with $v6 }}
-    except:
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+{{- define "shelljob.workersNetworkPolicy" -}}
+{{- printf "%s-workers" (include "shelljob.fullname" .) }}
+{{- end }}
+
+{{- define "shelljob.releaseNetworkPolicy" -}}
+{{- printf "%s-deny-workers" (include "shelljob.fullname" .) }}
 {{- end }}
