@@ -48,6 +48,16 @@ func Command(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// ForkUIDs is the agent's flag that gives a test process's daemons Fork
+// users of their own: the test processes of one `go test ./...` run jobs
+// on one machine at once, and an ended job's user has its processes killed
+// and its files in /tmp removed.
+func ForkUIDs() string {
+	const slice = 1000
+	first := agent.ForkUIDBase + os.Getpid()%(agent.ForkUIDCount/slice)*slice
+	return fmt.Sprintf("--fork-uids=%d-%d", first, first+slice-1)
+}
+
 // NeedZsh fails the test when zsh, the shell of the jobs, is missing.
 func NeedZsh(t testing.TB) {
 	t.Helper()
@@ -101,7 +111,7 @@ func serve(t testing.TB, dir, name string, args ...string) (*Process, error) {
 			t.Logf("log of %s:\n%s", name, logs.String())
 		}
 	})
-	cmd := Command(append([]string{"serve", "--spool-dir", dir}, args...)...)
+	cmd := Command(append([]string{"serve", "--spool-dir", dir, ForkUIDs()}, args...)...)
 	cmd.Stderr = logs
 	return start(cmd, agent.SocketPath(dir))
 }
