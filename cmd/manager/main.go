@@ -47,6 +47,7 @@ func run() int {
 		allowedSAs, selfSA     string
 		jobTTL, holdTimeout    time.Duration
 		warmChannels           bool
+		workerSecurity         controllers.WorkerSecurity
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -72,6 +73,12 @@ func run() int {
 			"false: its events stream alone, and an exec per start and per signal, as when a channel is down.")
 	flag.DurationVar(&holdTimeout, "hold-timeout", controllers.DefaultHoldTimeout,
 		"How long a job may stay held (spec.hold) on its worker, waiting for its client to put its input files, before it fails (HoldTimedOut).")
+	flag.BoolVar(&workerSecurity.UserNamespaces, "worker-user-namespaces", false,
+		"Run each worker pod in a user namespace of its own (hostUsers: false) with an unmasked /proc, so that its agent may give each job "+
+			"PID and mount namespaces of its own: Kubernetes 1.36 or later, runc 1.2 or later.")
+	flag.StringVar(&workerSecurity.SeccompProfile, "worker-seccomp-profile", "",
+		"The worker pods' Localhost seccomp profile, below the kubelet's seccomp directory (such as shelljob/worker.json), which lets "+
+			"the agent make each job's namespaces; every node must have it. Empty: RuntimeDefault, and jobs run in the pod's namespaces.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -139,6 +146,7 @@ func run() int {
 		Agent:                  agent,
 		WorkerNamespace:        workerNS,
 		WorkerImage:            workerImage,
+		WorkerSecurity:         workerSecurity,
 		AllowedServiceAccounts: allowed,
 		OperatorServiceAccount: self,
 		JobTTL:                 jobTTL,
