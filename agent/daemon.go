@@ -698,8 +698,12 @@ func (d *Daemon) leaveNothing(j *job) {
 		d.reclaim(j)
 		return
 	}
-	if err := d.killUser(j.rec.UID); err != nil {
-		d.log.Error(err, "Could not kill what a job left running", "job", j.id)
+	// Without namespaces of its own; with them, their end took every
+	// process of the job.
+	if j.endSandbox == nil {
+		if err := d.killUser(j.rec.UID); err != nil {
+			d.log.Error(err, "Could not kill what a job left running", "job", j.id)
+		}
 	}
 	d.reclaim(j)
 	if err := sweepUser(d.shared, j.rec.UID, d.users.agent, d.opts.SpoolDir, d.shellHome); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,13 +49,19 @@ func Command(args ...string) *exec.Cmd {
 	return cmd
 }
 
-// ForkUIDs is the agent's flag that gives a test process's daemons Fork
-// users of their own: the test processes of one `go test ./...` run jobs
-// on one machine at once, and an ended job's user has its processes killed
-// and its files in /tmp removed.
+// forkSlices counts the daemons ForkUIDs gave users to.
+var forkSlices atomic.Int64
+
+// ForkUIDs is the agent's flag that gives a daemon Fork users of its own:
+// the daemons of a test, and of the test processes of one `go test ./...`,
+// run jobs on one machine at once, and an ended job's user has its
+// processes killed and its files in /tmp removed, which must be no other
+// daemon's job's. Each call gives the next slice, from one that depends on
+// the process.
 func ForkUIDs() string {
-	const slice = 1000
-	first := agent.ForkUIDBase + os.Getpid()%(agent.ForkUIDCount/slice)*slice
+	const slice = 200
+	n := int64(agent.ForkUIDCount / slice)
+	first := agent.ForkUIDBase + int((int64(os.Getpid())*7+forkSlices.Add(1))%n)*slice
 	return fmt.Sprintf("--fork-uids=%d-%d", first, first+slice-1)
 }
 
