@@ -85,13 +85,20 @@ func (d *Daemon) makeRoom() {
 	d.mu.Lock()
 	var ended, delivered []*job
 	known := map[string]bool{}
+	// pending: a running job, or a spool whose delivery will free room. A
+	// worker with none is never full, however small its budget.
+	pending := false
 	for id, j := range d.jobs {
 		known[id] = true
-		if j.ended {
+		switch {
+		case !j.ended:
+			pending = true
+		case j.delivered:
 			ended = append(ended, j)
-			if j.delivered {
-				delivered = append(delivered, j)
-			}
+			delivered = append(delivered, j)
+		default:
+			ended = append(ended, j)
+			pending = true
 		}
 	}
 	running := map[string]bool{}
@@ -127,7 +134,7 @@ func (d *Daemon) makeRoom() {
 		used -= j.disk
 		d.log.V(1).Info("Removed a delivered spool to make room", "job", j.id, "bytes", j.disk)
 	}
-	full := used+reserve+b.perJob > b.max
+	full := pending && used+reserve+b.perJob > b.max
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b.used = used

@@ -114,3 +114,20 @@ func TestSpoolBudget(t *testing.T) {
 		t.Error("the spool delivered last stayed, though it was the only one that could make room")
 	}
 }
+
+// TestSpoolBudgetBelowOneJob: a worker whose budget holds not even one
+// job's output is not full while it holds nothing that a delivery or an
+// end would free, so that it still takes jobs one at a time.
+func TestSpoolBudgetBelowOneJob(t *testing.T) {
+	d := startDaemon(t, "--spool-size-limit=65536")
+	if w := d.waitWorker(func(agentapi.Worker) bool { return true }); w.SpoolFull {
+		t.Fatalf("an empty worker is full: %+v", w)
+	}
+	d.start("one", "echo one", false)
+	d.exited("one")
+	d.waitWorker(func(w agentapi.Worker) bool { return w.SpoolFull })
+	if err := d.c.Delivered(ctxFor(t, waitShort), "one"); err != nil {
+		t.Fatal(err)
+	}
+	d.waitWorker(func(w agentapi.Worker) bool { return !w.SpoolFull })
+}
