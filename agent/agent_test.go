@@ -161,7 +161,6 @@ func TestSetsidDaemonHoldingOutput(t *testing.T) {
 	// The daemon leaves the group and keeps the output open for good.
 	d.start("daemon", `setsid sh -c 'echo $$ > "$SHELLJOB_OUT/pid"; exec sleep 100' & `+
 		`while [ ! -s "$SHELLJOB_OUT/pid" ]; do sleep 0.05; done; echo started`, false)
-	t.Cleanup(func() { killPIDFile(t, d.jobFile("daemon", "pid")) })
 	e := d.exited("daemon")
 	if code(t, e) != 0 {
 		t.Errorf("exit code %d, want 0", *e.ExitCode)
@@ -169,15 +168,11 @@ func TestSetsidDaemonHoldingOutput(t *testing.T) {
 	if got := d.output("daemon"); got != "started\n" {
 		t.Errorf("output %q", got)
 	}
-	b, _ := os.ReadFile(d.jobFile("daemon", "pid"))
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		t.Errorf("the setsid process %q is gone; the test proves nothing", b)
-	}
+	// That the job ends with its setsid process, isolated or not, is
+	// TestNothingLeftBehind's.
 
 	// Stopped, the same: the group empties at SIGINT, and the job ends.
 	r := d.start("daemon2", `setsid sh -c 'echo $$ > "$SHELLJOB_OUT/pid"; exec sleep 100' & sleep 100`, false)
-	t.Cleanup(func() { killPIDFile(t, d.jobFile("daemon2", "pid")) })
 	waitProc(t, r.PGID, "sleep")
 	d.signal("daemon2", agentapi.SIGINT)
 	if got := code(t, d.exited("daemon2")); got != 130 {
@@ -502,8 +497,9 @@ func TestEventsReportJobsEndedUnheard(t *testing.T) {
 				cancel()
 			}
 		})
-		if len(evs) != 2 || evs[0].Type != agentapi.EventExited || evs[0].Job != "quiet" ||
-			evs[0].ExitCode == nil || *evs[0].ExitCode != 0 || evs[0].OutputBytes != 5 || evs[1].Type != agentapi.EventSynced {
+		if len(evs) != 3 || evs[0].Type != agentapi.EventExited || evs[0].Job != "quiet" ||
+			evs[0].ExitCode == nil || *evs[0].ExitCode != 0 || evs[0].OutputBytes != 5 ||
+			evs[1].Type != agentapi.EventWorker || evs[1].Worker == nil || evs[2].Type != agentapi.EventSynced {
 			t.Errorf("%s: events %+v", when, evs)
 		}
 	}
@@ -537,6 +533,9 @@ func TestEventsStream(t *testing.T) {
 	}
 	if e := next(); e.Type != agentapi.EventExited || e.Job != "old" {
 		t.Fatalf("snapshot: %+v", e)
+	}
+	if e := next(); e.Type != agentapi.EventWorker || e.Worker == nil || e.Job != "" {
+		t.Fatalf("the worker's state: %+v", e)
 	}
 	if e := next(); e.Type != agentapi.EventSynced {
 		t.Fatalf("after the snapshot: %+v", e)
@@ -655,6 +654,99 @@ func TestFiles(t *testing.T) {
 	}
 }
 
+// tarOf is a tar stream of regular files, name to content, in order.
+func tarOf(files ...string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for i := 0; i+1 < len(files); i += 2 {
+		_ = tw.WriteHeader(&tar.Header{Name: files[i], Mode: 0o644, Size: int64(len(files[i+1])), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(files[i+1]))
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
+// TestPutFilesEscapesNothing: a put writes nothing outside the job's
+// directory through a link in it, in a directory on the way or at the
+// end, and leaves what the link names as it was.
+func TestPutFilesEscapesNothing(t *testing.T) {
+	d := startDaemon(t)
+	outside := agenttest.TempDir(t)
+	files := filepath.Join(d.dir, "jobs", "linked", "files")
+	if err := os.MkdirAll(files, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, to := range map[string]string{"dir": outside, "file": filepath.Join(outside, "victim")} {
+		if err := os.Symlink(to, filepath.Join(files, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(outside, "victim"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dir/planted", "dir/sub/planted", "file"} {
+		if err := d.c.PutFiles(ctxFor(t, waitShort), "linked", bytes.NewReader(tarOf(name, "x"))); err == nil {
+			t.Errorf("a put of %s through a link was accepted", name)
+		}
+	}
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 {
+		t.Errorf("the put wrote outside the job's files: %v", ents)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "kept" {
+		t.Errorf("the file a link names holds %q", b)
+	}
+}
+
+// TestPutFilesBeforeTheStart: a start that comes while files are being
+// put waits for the put, so that the command finds all of them; a put
+// after the start is refused, even one that was waiting.
+func TestPutFilesBeforeTheStart(t *testing.T) {
+	d := startDaemon(t)
+	body := tarOf("first", "1", "second", "2")
+	pr, pw := io.Pipe()
+	put := make(chan error, 1)
+	go func() { put <- d.c.PutFiles(ctxFor(t, waitLong), "slow", pr) }()
+	// The first file, and only part of the stream: the put is under way.
+	if _, err := pw.Write(body[:1024]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitShort); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(d.jobFile("slow", "first")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the put never began")
+		}
+	}
+	started := make(chan error, 1)
+	go func() {
+		_, err := d.c.Start(ctxFor(t, waitLong), agentapi.StartRequest{Job: "slow", Command: `ls "$SHELLJOB_OUT"`})
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		t.Fatalf("the job started while its files were being put (%v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := pw.Write(body[1024:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-put; err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if got := d.output("slow"); got != "first\nsecond\n" {
+		t.Errorf("the command found %q, want both files", got)
+	}
+	if err := d.c.PutFiles(ctxFor(t, waitShort), "slow", bytes.NewReader(body)); !errors.Is(err, agentapi.ErrStarted) {
+		t.Errorf("put after the start: %v, want ErrStarted", err)
+	}
+}
+
 // TestFilesCounted: the exit event counts the regular files the job left
 // in $SHELLJOB_OUT, in subdirectories and its inputs included, and their
 // bytes; a restarted agent reports the same, and counts those of a job it
@@ -744,37 +836,45 @@ func TestShutdownMarksExit(t *testing.T) {
 	}
 }
 
-// TestOOMKillsCounted: the exit event counts the out-of-memory kills of the
-// container's cgroup while the job ran (cgroup v1 and v2 layouts).
-func TestOOMKillsCounted(t *testing.T) {
+// TestOOMKillsAttributed: the exit event counts the out-of-memory kills of
+// the container's cgroup (cgroup v1 and v2 layouts) that killed the job's
+// own processes, and none of a neighbour's that ran beside it and failed
+// for its own reasons; whether jobs run as users of their own or not.
+func TestOOMKillsAttributed(t *testing.T) {
 	for _, layout := range []string{"memory.events", "memory/memory.oom_control"} {
-		t.Run(layout, func(t *testing.T) {
-			// The job plays the kernel: whatever user it runs as, it may
-			// write the file.
-			root := agenttest.TempDir(t)
-			file := filepath.Join(root, layout)
-			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			write := func(n int) string {
-				return fmt.Sprintf("printf 'oom 9\\noom_kill %d\\n' > %q", n, file)
-			}
-			if err := os.WriteFile(file, []byte("oom 9\noom_kill 3\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(file, 0o666); err != nil {
-				t.Fatal(err)
-			}
-			d := startDaemon(t, "--cgroup-root", root)
-			d.start("hog", write(5)+"; exit 137", false)
-			if e := d.exited("hog"); e.OOMKills != 2 {
-				t.Errorf("a job during which the OOM killer killed twice: %+v, want OOMKills 2", e)
-			}
-			d.start("calm", "true", false)
-			if e := d.exited("calm"); e.OOMKills != 0 {
-				t.Errorf("a job during which the OOM killer did nothing: %+v", e)
-			}
-		})
+		for _, isolation := range []string{"auto", "off"} {
+			t.Run(layout+"/"+isolation, func(t *testing.T) {
+				// The hog plays the kernel: whatever user it runs as, it may
+				// write the file, and it kills its own processes.
+				root := agenttest.TempDir(t)
+				file := filepath.Join(root, layout)
+				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, []byte("oom 9\noom_kill 3\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(file, 0o666); err != nil {
+					t.Fatal(err)
+				}
+				d := startDaemon(t, "--cgroup-root", root, "--isolation", isolation)
+				d.start("neighbour", "print ready; sleep 3; exit 3", false)
+				d.waitOutput("neighbour", "ready")
+				// Two victims, each seen alive before the kernel counts it.
+				d.start("hog", fmt.Sprintf(`sleep 100 & a=$!; sleep 100 & b=$!; sleep 1; `+
+					`printf 'oom 9\noom_kill 5\n' > %q; kill -9 $a $b; wait; exit 1`, file), false)
+				if e := d.exited("hog"); e.OOMKills != 2 || code(t, e) != 1 {
+					t.Errorf("a job whose two processes the OOM killer killed: %+v, want OOMKills 2, exit 1", e)
+				}
+				if e := d.exited("neighbour"); e.OOMKills != 0 || code(t, e) != 3 {
+					t.Errorf("a job that ran beside them and failed for its own reasons: %+v, want OOMKills 0, exit 3", e)
+				}
+				d.start("calm", "true", false)
+				if e := d.exited("calm"); e.OOMKills != 0 {
+					t.Errorf("a job during which the OOM killer did nothing: %+v", e)
+				}
+			})
+		}
 	}
 }
 

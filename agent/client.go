@@ -112,6 +112,15 @@ func (c *Client) Ping(ctx context.Context) error {
 	return st.Close()
 }
 
+// Delivered marks the job delivered; see agentapi.Client.
+func (c *Client) Delivered(ctx context.Context, job string) error {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdDelivered, Job: job}, nil, nil)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}
+
 // Start runs a command; see agentapi.Client.
 func (c *Client) Start(ctx context.Context, req agentapi.StartRequest) (agentapi.StartResponse, error) {
 	st, rep, err := c.call(ctx, request{Op: agentapi.CmdStart, Job: req.Job, Start: &req}, nil, nil)

@@ -172,8 +172,10 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 		if resp, err = c.Signal(ctx, req.Job, req.Signal); err == nil {
 			m.Signal = &resp
 		}
+	case agentapi.CmdDelivered:
+		err = c.Delivered(ctx, req.Job)
 	default:
-		err = fmt.Errorf("unknown control operation %q", req.Op)
+		err = fmt.Errorf("unknown control operation %q: %w", req.Op, agentapi.ErrUsage)
 	}
 	if err != nil {
 		m.Error, m.Code = err.Error(), ExitCode(err)

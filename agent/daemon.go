@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,6 +76,21 @@ type Options struct {
 	// Isolation says whether each job's command runs as a user of its own.
 	// Defaults to IsolationAuto.
 	Isolation Isolation
+	// ForkUIDs are the users of Fork jobs. Defaults to DefaultForkUIDs.
+	ForkUIDs UIDRange
+	// NoNamespaces runs isolated jobs in the agent's own namespaces, even
+	// where they could have namespaces of their own (sandbox.go).
+	NoNamespaces bool
+	// SharedDirs are the places every user may write, which a Fork job's
+	// files are removed from when it ends. Defaults to the world-writable
+	// directories of the worker's image for an agent that is PID 1, and
+	// to /tmp, /var/tmp and /dev/shm otherwise.
+	SharedDirs []string
+	// SpoolSizeLimit is the size of the spool's volume, in bytes: past
+	// SpoolBudget, delivered spools go (budget.go). Defaults to
+	// $SHELLJOB_SPOOL_SIZE_LIMIT; 0 or unset: no budget, and spools go
+	// Retention after their end only.
+	SpoolSizeLimit int64
 	// Env is the environment of every command, before the agent's own
 	// variables. Defaults to the daemon's.
 	Env []string
@@ -123,6 +139,12 @@ func (o Options) withDefaults() Options {
 	if o.Isolation == "" {
 		o.Isolation = IsolationAuto
 	}
+	if o.ForkUIDs.Count == 0 {
+		o.ForkUIDs = DefaultForkUIDs
+	}
+	if o.SpoolSizeLimit == 0 {
+		o.SpoolSizeLimit, _ = strconv.ParseInt(os.Getenv(agentapi.SpoolSizeLimitEnv), 10, 64)
+	}
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = DefaultCgroupRoot
 	}
@@ -159,12 +181,23 @@ type Daemon struct {
 	zdotdir string
 	// users is nil when commands run as the agent.
 	users *users
+	// sandboxed: isolated jobs run in namespaces of their own; else
+	// sandboxWhy says why not.
+	sandboxed  bool
+	sandboxWhy string
+	// shared are the places a Fork job's files are removed from.
+	shared []string
+	oom    *oomWatch
+	room   *budget
 	// shellHome is the persistent shell's home and first cwd.
 	shellHome string
 
 	mu       sync.Mutex
 	jobs     map[string]*job
 	starting map[string]chan struct{}
+	// putting holds the puts of files under way, by job: a start waits
+	// for its job's.
+	putting map[string]chan struct{}
 	// started is closed, and replaced, whenever a job starts: await's
 	// wake-up.
 	started chan struct{}
@@ -183,12 +216,15 @@ func New(opts Options) *Daemon {
 	return &Daemon{
 		opts:      opts,
 		log:       opts.Logger,
+		oom:       newOOMWatch(opts.CgroupRoot),
+		room:      newBudget(opts.SpoolSizeLimit, opts.Limits),
 		reaper:    proc.NewReaper(),
 		jobsDir:   filepath.Join(opts.SpoolDir, "jobs"),
 		zdotdir:   filepath.Join(opts.SpoolDir, "zdotdir"),
 		shellHome: opts.Home,
 		jobs:      map[string]*job{},
 		starting:  map[string]chan struct{}{},
+		putting:   map[string]chan struct{}{},
 		started:   make(chan struct{}),
 		subs:      map[*subscriber]struct{}{},
 		conns:     map[net.Conn]struct{}{},
@@ -198,12 +234,17 @@ func New(opts Options) *Daemon {
 // Run serves until ctx ends, then stops the running jobs (SIGTERM, and
 // SIGKILL after a grace) so that their exit statuses are recorded.
 func (d *Daemon) Run(ctx context.Context) error {
-	u, why, err := decideIsolation(d.opts.Isolation)
+	u, why, err := decideIsolation(d.opts.Isolation, d.opts.ForkUIDs)
 	if err != nil {
 		return fmt.Errorf("run agent: %w", err)
 	}
 	d.users = u
+	// Before anything is started: the sandbox's probe is.
+	reapCtx, stopReaping := context.WithCancel(context.Background())
+	defer stopReaping()
+	go d.reaper.Run(reapCtx)
 	if u == nil {
+		d.sandboxWhy = "commands run as the agent's own user (" + why + "): a job may read, signal and write into every other"
 		d.log.Info("Commands run as the agent's own user: jobs are not isolated from each other", "reason", why)
 	} else {
 		// Before anything is made: the socket, the spools, and what commands
@@ -219,12 +260,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := d.layOut(); err != nil {
 			return fmt.Errorf("run agent: %w", err)
 		}
-		d.log.Info("Each job runs as a user of its own", "statefulUID", StatefulUID, "forkUIDs", fmt.Sprintf("%d-%d", ForkUIDBase, ForkUIDBase+ForkUIDCount-1),
+		d.log.Info("Each job runs as a user of its own", "statefulUID", StatefulUID, "forkUIDs", u.forks.String(),
 			"shellHome", d.shellHome)
+		d.shared = sharedPlaces(d.opts.SharedDirs, d.opts.SpoolDir)
+		d.log.Info("A Fork job's files go from the shared places when it ends", "places", d.shared)
+		d.setUpSandbox()
 	}
 	if err := d.load(); err != nil {
 		return fmt.Errorf("run agent: %w", err)
 	}
+	d.makeRoom()
 	if err := os.Remove(d.opts.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("run agent: %w", err)
 	}
@@ -241,10 +286,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		stopReady = d.serveReady(rl)
 	}
-	reapCtx, stopReaping := context.WithCancel(context.Background())
-	defer stopReaping()
-	go d.reaper.Run(reapCtx)
 	go d.janitor(ctx)
+	go d.oom.run(ctx, d)
+	go d.keepRoom(ctx)
 
 	accepted := make(chan struct{})
 	go func() {
@@ -413,6 +457,9 @@ func (d *Daemon) loadJob(id string) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, err = os.Stat(filepath.Join(dir, deliveredFile))
+	j.delivered = err == nil
+	j.disk = diskUsage(dir)
 	j.end(ex)
 	return j, nil
 }
@@ -512,6 +559,9 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 		}
 		ch := d.starting[req.Job]
 		if ch == nil {
+			ch = d.putting[req.Job]
+		}
+		if ch == nil {
 			break
 		}
 		d.mu.Unlock()
@@ -540,8 +590,6 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 		waiter func()
 		err    error
 	)
-	// Counted before the command starts, which may be OOM killed at once.
-	oomBase, oomKnown := oomKills(d.opts.CgroupRoot)
 	if req.Stateful {
 		j, waiter, err = d.startStateful(req)
 	} else {
@@ -550,7 +598,6 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	if err != nil {
 		return agentapi.StartResponse{}, fmt.Errorf("start %s: %w", req.Job, err)
 	}
-	j.oomBase, j.oomKnown = oomBase, oomKnown
 	d.mu.Lock()
 	d.jobs[j.id] = j
 	d.broadcastLocked(j.startedEvent())
@@ -614,24 +661,54 @@ func (d *Daemon) finish(j *job) {
 	if err := j.spool.Close(); err != nil {
 		d.log.Error(err, "Could not close a spool", "job", j.id)
 	}
-	d.reclaim(j)
+	d.leaveNothing(j)
+	// Its processes are gone: a kill of one of them is counted now.
+	d.oom.check(d, time.Now())
 	j.mu.Lock()
 	code, shutdown := j.code, j.shutdown
 	j.mu.Unlock()
 	st := j.spool.Stats()
 	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite,
 		Shutdown: shutdown, Files: d.countFiles(j)}
-	if n, ok := oomKills(d.opts.CgroupRoot); ok && j.oomKnown && n > j.oomBase {
-		ex.OOMKills = n - j.oomBase
-	}
+	disk := diskUsage(j.dir)
+	d.mu.Lock()
+	ex.OOMKills = j.oomKills
+	d.mu.Unlock()
 	if err := writeJSON(filepath.Join(j.dir, exitFile), ex); err != nil {
 		d.log.Error(err, "Could not record an exit status", "job", j.id)
 	}
 	d.mu.Lock()
+	j.disk = disk
 	j.end(ex)
 	d.broadcastLocked(j.exitedEvent())
 	d.mu.Unlock()
-	d.log.V(1).Info("Job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written)
+	d.log.V(1).Info("Job ended", "job", j.id, "exitCode", code, "outputBytes", st.Written, "oomKills", ex.OOMKills)
+	d.makeRoom()
+}
+
+// leaveNothing ends an ended job's namespaces, if it has its own, and
+// takes its files back; for a Fork job it kills what is left of its user
+// and removes its files from the shared places, before its user can come
+// back.
+func (d *Daemon) leaveNothing(j *job) {
+	if j.endSandbox != nil {
+		j.endSandbox()
+	}
+	if d.users == nil || j.rec.Stateful || !d.users.forks.has(j.rec.UID) {
+		d.reclaim(j)
+		return
+	}
+	// Without namespaces of its own; with them, their end took every
+	// process of the job.
+	if j.endSandbox == nil {
+		if err := d.killUser(j.rec.UID); err != nil {
+			d.log.Error(err, "Could not kill what a job left running", "job", j.id)
+		}
+	}
+	d.reclaim(j)
+	if err := sweepUser(d.shared, j.rec.UID, d.users.agent, d.opts.SpoolDir, d.shellHome); err != nil {
+		d.log.Error(err, "Could not remove what a job left in shared places", "job", j.id)
+	}
 }
 
 // reclaim takes back what an isolated job's user was given: its files,

@@ -37,7 +37,7 @@ func (d *Daemon) subscribe() ([]agentapi.Event, *subscriber) {
 		jobs = append(jobs, j)
 	}
 	slices.SortFunc(jobs, func(a, b *job) int { return a.rec.StartedAt.Compare(b.rec.StartedAt) })
-	snap := make([]agentapi.Event, 0, len(jobs)+1)
+	snap := make([]agentapi.Event, 0, len(jobs)+2)
 	for _, j := range jobs {
 		if j.ended {
 			snap = append(snap, j.exitedEvent())
@@ -45,7 +45,8 @@ func (d *Daemon) subscribe() ([]agentapi.Event, *subscriber) {
 			snap = append(snap, j.startedEvent())
 		}
 	}
-	snap = append(snap, agentapi.Event{Type: agentapi.EventSynced, Time: time.Now()})
+	now := time.Now()
+	snap = append(snap, d.workerEventLocked(now), agentapi.Event{Type: agentapi.EventSynced, Time: now})
 	s := &subscriber{ch: make(chan agentapi.Event, subscriberBuffer)}
 	d.subs[s] = struct{}{}
 	return snap, s

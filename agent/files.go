@@ -17,18 +17,19 @@ import (
 )
 
 // PutFiles unpacks a tar stream of regular files and directories into the
-// job's $SHELLJOB_OUT, before the job starts.
+// job's $SHELLJOB_OUT, before the job starts. A start of the job waits
+// for the put to end, and a put after the start is refused: the command
+// sees all of a put's files or none. Nothing is written outside the
+// directory, whatever the names or links in it.
 func (d *Daemon) PutFiles(id string, r io.Reader) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	_, started := d.jobs[id]
-	_, starting := d.starting[id]
-	d.mu.Unlock()
-	if started || starting {
-		return fmt.Errorf("put files of %s: %w", id, agentapi.ErrStarted)
+	done, err := d.beginPut(id)
+	if err != nil {
+		return err
 	}
+	defer done()
 	root := filepath.Join(d.jobsDir, id, filesDir)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return fmt.Errorf("put files of %s: %w", id, err)
@@ -39,7 +40,42 @@ func (d *Daemon) PutFiles(id string, r io.Reader) error {
 	return nil
 }
 
-func untar(r io.Reader, root string) error {
+// beginPut registers a put of job id, unless the job has started or is
+// starting; done ends it, and lets a start that waits for it go.
+func (d *Daemon) beginPut(id string) (done func(), err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		_, started := d.jobs[id]
+		_, starting := d.starting[id]
+		if started || starting {
+			return nil, fmt.Errorf("put files of %s: %w", id, agentapi.ErrStarted)
+		}
+		ch := d.putting[id]
+		if ch == nil {
+			break
+		}
+		// Another put of the same job: one after the other.
+		d.mu.Unlock()
+		<-ch
+		d.mu.Lock()
+	}
+	ch := make(chan struct{})
+	d.putting[id] = ch
+	return func() {
+		d.mu.Lock()
+		delete(d.putting, id)
+		d.mu.Unlock()
+		close(ch)
+	}, nil
+}
+
+func untar(r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -56,17 +92,18 @@ func untar(r io.Reader, root string) error {
 		if !fs.ValidPath(name) {
 			return fmt.Errorf("refusing %q: outside the directory", h.Name)
 		}
-		dst := filepath.Join(root, filepath.FromSlash(name))
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(dst, 0o755); err != nil {
+			if err := root.MkdirAll(name, 0o755); err != nil {
 				return err
 			}
 		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return err
+			if parent := path.Dir(name); parent != "." {
+				if err := root.MkdirAll(parent, 0o755); err != nil {
+					return err
+				}
 			}
-			if err := writeFile(dst, tr, h.FileInfo().Mode().Perm()|0o600); err != nil {
+			if err := writeFile(root, name, tr, h.FileInfo().Mode().Perm()|0o600); err != nil {
 				return err
 			}
 		default:
@@ -75,10 +112,10 @@ func untar(r io.Reader, root string) error {
 	}
 }
 
-func writeFile(dst string, r io.Reader, mode os.FileMode) error {
-	// O_NOFOLLOW: a command may not have planted a link here, but a file
-	// is never written through one.
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
+func writeFile(root *os.Root, name string, r io.Reader, mode os.FileMode) error {
+	// O_NOFOLLOW: a file is never written through a link, even one that
+	// stays inside.
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, mode)
 	if err != nil {
 		return err
 	}

@@ -3,14 +3,12 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +45,7 @@ func startDaemonB(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	agenttest.NeedZsh(t)
 	d := &daemon{t: t, dir: agenttest.TempDir(t), home: agenttest.TempDir(t), logs: &utiltesting.SyncBuffer{}}
-	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2"}, extra...)
+	d.args = append([]string{"serve", "--spool-dir", d.dir, agenttest.ForkUIDs(), "--home", d.home, "-v", "2"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -198,20 +196,4 @@ func waitProc(t *testing.T, pgid int, name string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("no %s in group %d", name, pgid)
-}
-
-// killPIDFile kills the process whose pid a command wrote to path.
-func killPIDFile(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Errorf("read pid: %v", err)
-		return
-	}
-	var pid int
-	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 0 {
-		t.Errorf("bad pid %q", b)
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
 }

@@ -3,7 +3,9 @@ package agent
 // Jobs on one worker are kept apart by user. Each Fork (and Direct) job
 // runs as a user and group of its own, from ForkUIDBase up; the persistent
 // shell of Stateful jobs runs as StatefulUID. Supplementary groups are
-// cleared. The agent stays root, with only the capabilities it needs (see
+// cleared. Where the worker allows it, each also runs in namespaces of its
+// own (sandbox.go), so that it sees no other job's processes. The agent
+// stays root, with only the capabilities it needs (see
 // RequiredCapabilities), and keeps to itself what commands must not reach:
 //
 //	SPOOL/                0711 agent: traversed, not listed
@@ -23,7 +25,10 @@ package agent
 // as /tmp is its own user's alone.
 //
 // Fork users are handed out in turn and never reused while a process of
-// theirs lives. Successive Stateful jobs share StatefulUID, as they share
+// theirs lives. When a Fork job ends, every process of its user is killed
+// and its files in the worker's shared places (/tmp and the like) are
+// removed (cleanup.go), so a user that comes back finds nothing of its
+// earlier job. Successive Stateful jobs share StatefulUID, as they share
 // the shell: one may see what the shell kept of an earlier one, and
 // processes the earlier one left running; no other job can.
 //
@@ -52,14 +57,37 @@ const (
 	// shell's.
 	StatefulUID = 1000
 	// ForkUIDBase is the first user (and group) of Fork jobs: above the
-	// users an image's passwd names, and below the ranges container
-	// runtimes map for user namespaces' own use.
-	ForkUIDBase = 100000
-	// ForkUIDCount is how many Fork users there are: far more than a
-	// worker runs jobs in its life, so none comes back while files of its
-	// earlier job may remain in a shared place.
-	ForkUIDCount = 900000
+	// users an image's passwd names (system users, and 1000 up for
+	// people), and with ForkUIDCount below 65534 (nobody): a pod in a user
+	// namespace (hostUsers: false) has users 0-65535 alone.
+	ForkUIDBase = 10000
+	// ForkUIDCount is how many Fork users there are: more than a worker
+	// runs jobs at once by far, so that a user comes back only long after
+	// its earlier job ended.
+	ForkUIDCount = 50000
 )
+
+// UIDRange is a range of Fork users: First to First+Count-1.
+type UIDRange struct{ First, Count int }
+
+// DefaultForkUIDs are the Fork users of an agent that names none.
+var DefaultForkUIDs = UIDRange{ForkUIDBase, ForkUIDCount}
+
+func (r UIDRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.First+r.Count-1) }
+
+func (r UIDRange) has(uid int) bool { return uid >= r.First && uid < r.First+r.Count }
+
+// ParseUIDRange parses FIRST-LAST, within DefaultForkUIDs.
+func ParseUIDRange(s string) (UIDRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	r := UIDRange{first, last - first + 1}
+	if !ok || err1 != nil || err2 != nil || r.Count < 1 || !DefaultForkUIDs.has(first) || !DefaultForkUIDs.has(last) {
+		return UIDRange{}, fmt.Errorf("%q: want FIRST-LAST within %s", s, DefaultForkUIDs)
+	}
+	return r, nil
+}
 
 // Isolation says whether commands run as users of their own.
 type Isolation string
@@ -118,6 +146,8 @@ func (c cred) sys() *syscall.Credential {
 type users struct {
 	// agent owns what the agent keeps: its own user and group.
 	agent cred
+	// forks are the Fork users.
+	forks UIDRange
 	mu    sync.Mutex
 	// next is the offset in the Fork range of the next user to try.
 	next int
@@ -127,7 +157,7 @@ type users struct {
 
 // decideIsolation returns the users of an isolating agent, or nil when
 // commands run as the agent; why is the reason for the latter, to log.
-func decideIsolation(mode Isolation) (u *users, why string, err error) {
+func decideIsolation(mode Isolation, forks UIDRange) (u *users, why string, err error) {
 	switch mode {
 	case IsolationOff:
 		return nil, "off", nil
@@ -136,7 +166,7 @@ func decideIsolation(mode Isolation) (u *users, why string, err error) {
 		return nil, "", fmt.Errorf("unknown isolation %q", mode)
 	}
 	if why = IsolationImpossible(); why == "" {
-		return &users{agent: cred{os.Geteuid(), os.Getegid()}}, "", nil
+		return &users{agent: cred{os.Geteuid(), os.Getegid()}, forks: forks}, "", nil
 	}
 	if mode == IsolationRequired {
 		return nil, "", fmt.Errorf("isolation required, but impossible: %s", why)
@@ -154,7 +184,7 @@ func IsolationImpossible() string {
 	if len(missing) > 0 {
 		return "missing capabilities " + strings.Join(missing, ", ")
 	}
-	if uid := os.Geteuid(); uid == StatefulUID || uid >= ForkUIDBase && uid < ForkUIDBase+ForkUIDCount {
+	if uid := os.Geteuid(); uid == StatefulUID || DefaultForkUIDs.has(uid) {
 		return "the agent runs as user " + strconv.Itoa(uid) + ", one of the commands' users"
 	}
 	return ""
@@ -172,9 +202,9 @@ func (u *users) fork() (cred, error) {
 		live = liveUIDs
 	}
 	busy := live()
-	for range ForkUIDCount {
-		uid := ForkUIDBase + u.next
-		u.next = (u.next + 1) % ForkUIDCount
+	for range u.forks.Count {
+		uid := u.forks.First + u.next
+		u.next = (u.next + 1) % u.forks.Count
 		if !busy[uid] {
 			return cred{uid, uid}, nil
 		}
@@ -185,13 +215,13 @@ func (u *users) fork() (cred, error) {
 // used notes that an earlier run gave uid out, so that it comes next only
 // after the rest.
 func (u *users) used(uid int) {
-	if uid < ForkUIDBase || uid >= ForkUIDBase+ForkUIDCount {
+	if !u.forks.has(uid) {
 		return
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if off := uid - ForkUIDBase + 1; off > u.next {
-		u.next = off % ForkUIDCount
+	if off := uid - u.forks.First + 1; off > u.next {
+		u.next = off % u.forks.Count
 	}
 }
 

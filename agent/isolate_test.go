@@ -23,7 +23,7 @@ func TestForkUsersSkipLive(t *testing.T) {
 	})
 	// Other test binaries of go test ./... run jobs as Fork users too: only
 	// the sleeper's user counts here, and only while /proc shows it live.
-	u := &users{next: ForkUIDCount - 1, live: func() map[int]bool {
+	u := &users{forks: DefaultForkUIDs, next: ForkUIDCount - 1, live: func() map[int]bool {
 		return map[int]bool{ForkUIDBase: liveUIDs()[ForkUIDBase]}
 	}}
 	var got []int

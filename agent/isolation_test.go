@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +45,7 @@ func isolated(t *testing.T, extra ...string) (d *daemon, agentBin string) {
 		t.Fatal("these tests limit the agent's capabilities with setpriv: apt-get install -y util-linux")
 	}
 	d = &daemon{t: t, dir: agenttest.TempDir(t), home: agenttest.TempDir(t), logs: &utiltesting.SyncBuffer{}, wrap: podCapabilities()}
-	d.args = append([]string{"serve", "--spool-dir", d.dir, "--home", d.home, "-v", "2", "--isolation=required"}, extra...)
+	d.args = append([]string{"serve", "--spool-dir", d.dir, agenttest.ForkUIDs(), "--home", d.home, "-v", "2", "--isolation=required"}, extra...)
 	d.c = agent.NewClient(agent.SocketPath(d.dir))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -122,9 +124,16 @@ func (d *daemon) filesOf(id string) map[string]string {
 
 // TestJobsIsolated: a Fork job and a Stateful job can neither read, signal
 // nor write into another job, running or ended, nor reach the agent; each
-// runs as a user of its own, and a job's own files still come back.
+// runs as a user of its own, and a job's own files still come back; with
+// namespaces of their own or without.
 func TestJobsIsolated(t *testing.T) {
-	d, bin := isolated(t)
+	for _, mode := range sandboxModes {
+		t.Run(mode.name, func(t *testing.T) { jobsIsolated(t, mode.flags...) })
+	}
+}
+
+func jobsIsolated(t *testing.T, flags ...string) {
+	d, bin := isolated(t, flags...)
 	secret := `print secret-output; print secret-file > "$SHELLJOB_OUT/secret"`
 	d.start("ended", secret, false)
 	if got := d.output("ended"); got != "secret-output\n" {
@@ -214,9 +223,6 @@ func TestJobFilesTakenBack(t *testing.T) {
 		`</dev/null >/dev/null 2>&1 &; print $! > "$SHELLJOB_OUT/pid"; chmod 000 pid`, false)
 	d.exited("closed")
 	got := d.filesOf("closed")
-	if pid := got["pid"]; pid != "" {
-		t.Cleanup(func() { killPIDFile(t, filepath.Join(d.dir, "jobs", "closed", "files", "pid")) })
-	}
 	time.Sleep(300 * time.Millisecond) // the leftover's next tries
 	again := d.filesOf("closed")
 	if got["top.late"] != again["top.late"] {
@@ -224,5 +230,166 @@ func TestJobFilesTakenBack(t *testing.T) {
 	}
 	if got["d/e/f"] != "deep\n" || got["top"] != "top\n" {
 		t.Errorf("files %q, want d/e/f and top", got)
+	}
+}
+
+// uidOf is the user job id ran as.
+func (d *daemon) uidOf(id string) int {
+	d.t.Helper()
+	var rec struct{ UID int }
+	b, err := os.ReadFile(filepath.Join(d.dir, "jobs", id, "job.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil || rec.UID == 0 {
+		d.t.Fatalf("user of %s: %+v %v", id, rec, err)
+	}
+	return rec.UID
+}
+
+// userProcesses lists the live processes of uid.
+func userProcesses(uid int) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + e.Name())
+		if err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != uid {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(b[strings.LastIndexByte(string(b), ')')+1:]), " Z ") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// sandboxModes are the agent's two ways of isolating jobs: namespaces of
+// their own, and users alone in the pod's namespaces.
+var sandboxModes = []struct {
+	name  string
+	flags []string
+}{{"namespaces", nil}, {"users-only", []string{"--namespaces=off"}}}
+
+// TestNothingLeftBehind: once a Fork job has ended, no process of its user
+// is left (a setsid loop included), and nothing it wrote in /tmp, /var/tmp
+// or /dev/shm, however deep and however closed; a later job sees nothing
+// of it, in both ways of isolating jobs.
+func TestNothingLeftBehind(t *testing.T) {
+	for _, mode := range sandboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			d, _ := isolated(t, mode.flags...)
+			tag := fmt.Sprintf("shelljob-left-%d-%s", os.Getpid(), mode.name)
+			paths := []string{"/tmp/" + tag, "/var/tmp/" + tag, "/dev/shm/" + tag, "/tmp/" + tag + ".d"}
+			t.Cleanup(func() {
+				for _, p := range paths {
+					_ = os.RemoveAll(p)
+				}
+			})
+			d.start("leaver", fmt.Sprintf(`setsid zsh -c 'while sleep 0.1; do :; done' </dev/null >/dev/null 2>&1 &
+for p in /tmp/%[1]s /var/tmp/%[1]s /dev/shm/%[1]s; do print left > $p; done
+mkdir -p /tmp/%[1]s.d/deep && print left > /tmp/%[1]s.d/deep/f && chmod 000 /tmp/%[1]s.d/deep /tmp/%[1]s.d
+print started`, tag), false)
+			if got := d.output("leaver"); got != "started\n" {
+				t.Fatalf("output %q", got)
+			}
+			d.exited("leaver")
+			uid := d.uidOf("leaver")
+			if left := userProcesses(uid); len(left) > 0 {
+				t.Errorf("processes %v of the ended job's user %d are left", left, uid)
+			}
+			for _, p := range paths {
+				if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s is left after the job ended (%v)", p, err)
+				}
+			}
+			d.start("later", fmt.Sprintf(`n=0; for p in /proc/<->(N); do [[ $(stat -c %%u $p 2>/dev/null) == %d ]] && ((n++)); done; print $n`, uid), false)
+			if got := d.output("later"); got != "0\n" {
+				t.Errorf("a later job counts %q processes of the ended job's user, want 0", got)
+			}
+		})
+	}
+}
+
+// TestCommandNotInArgv: no process of a running job holds its command in
+// its command line, which every process may read in /proc.
+func TestCommandNotInArgv(t *testing.T) {
+	for _, mode := range sandboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			d, _ := isolated(t, mode.flags...)
+			secret := fmt.Sprintf("Bearer-%d-%s", os.Getpid(), mode.name)
+			// The trailing : keeps the shell from exec-ing its last command.
+			r := d.start("holder", ": "+secret+"; print ready; sleep 100; :", false)
+			d.waitOutput("holder", "ready")
+			waitProc(t, r.PGID, "sleep")
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), secret) {
+					t.Errorf("process %s holds the command in its command line: %q", e.Name(), b)
+				}
+			}
+			d.signal("holder", agentapi.SIGKILL)
+			d.exited("holder")
+		})
+	}
+}
+
+// TestJobsSeeNoOtherJob: a Fork job, a Direct one beside it (the agent
+// runs both as Fork) and the Stateful shell see no process but their own:
+// none of another job's command lines, as a job would read them.
+func TestJobsSeeNoOtherJob(t *testing.T) {
+	d, _ := isolated(t)
+	if e, err := d.waitEvent(waitShort, func(e agentapi.Event) bool { return e.Type == agentapi.EventWorker }); err != nil ||
+		e.Worker.Isolation != agentapi.IsolationNamespaces {
+		t.Skipf("jobs cannot have namespaces of their own here: %+v %v", e.Worker, err)
+	}
+	marker := fmt.Sprintf("Bearer-%d", os.Getpid())
+	// A process whose command line holds the marker, as a token in argv.
+	victim := d.start("victim", "zsh -c 'sleep 100; :' "+marker, false)
+	waitProc(t, victim.PGID, "sleep")
+	d.start("stateful-victim", "print ok", true)
+	d.output("stateful-victim")
+	// The marker is built at run time, so that the probe's own command line
+	// does not hold it; it reads with zsh's builtins alone.
+	probe := fmt.Sprintf(`m=%q; m+=%q; n=0; pids=(/proc/<->(N))
+for p in $pids; do [[ "$(<$p/cmdline)" == *$m* ]] && ((n++)); done 2>/dev/null
+print seen=$n pids=${#pids}`, marker[:4], marker[4:])
+	for _, tc := range []struct {
+		name     string
+		stateful bool
+		want     string
+	}{
+		// init and the shell.
+		{"beside", false, "seen=0 pids=2\n"},
+		// init and the persistent shell.
+		{"stateful", true, "seen=0 pids=2\n"},
+	} {
+		d.start(tc.name, probe, tc.stateful)
+		if got := d.output(tc.name); got != tc.want {
+			t.Errorf("%s job: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	d.signal("victim", agentapi.SIGKILL)
+	d.exited("victim")
+}
+
+// TestJobsHoldNoCapabilities: a job's shell holds no capability, ambient
+// ones included, whichever way jobs are isolated: the init of its
+// namespaces dropped the one it mounted /proc with.
+func TestJobsHoldNoCapabilities(t *testing.T) {
+	for _, mode := range sandboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			d, _ := isolated(t, mode.flags...)
+			for _, stateful := range []bool{false, true} {
+				id := fmt.Sprintf("caps-%v", stateful)
+				d.start(id, `grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status | tr -s '\t' ' '`, stateful)
+				want := "CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapAmb: 0000000000000000\n"
+				if got := d.output(id); got != want {
+					t.Errorf("stateful %v: %q, want %q", stateful, got, want)
+				}
+			}
+		})
 	}
 }

@@ -81,10 +81,17 @@ type job struct {
 	// probe reports whether the job's group has no process of the job
 	// left, and whether its id may now name another group.
 	probe func() (empty, gone bool)
-	// oomBase is the cgroup's OOM kill count when the job started, if
-	// oomKnown.
-	oomBase  int64
-	oomKnown bool
+	// endSandbox, for a Fork job in namespaces of its own, kills what is
+	// left in them.
+	endSandbox func()
+	// oomKills counts the out-of-memory kills of the job's processes
+	// (oomWatch); guarded by Daemon.mu.
+	oomKills int64
+	// delivered: the job's reader has its output and files (budget.go);
+	// disk is what its directory takes once it ended. Guarded by
+	// Daemon.mu.
+	delivered bool
+	disk      int64
 
 	mu sync.Mutex
 	// exited: the command has ended (its shell reported its status), with
@@ -159,8 +166,23 @@ func (j *job) statusEvent(now time.Time) agentapi.Event {
 	return e
 }
 
-// startFork runs the command as `SHELL -c CMD` in a new session. The
-// returned waiter returns once the job has ended.
+// commandFD is the descriptor on which a Fork job's shell reads its
+// command: never in argv, which every process may read in /proc.
+const commandFD = 3
+
+// shellArgv runs the command the shell finds on commandFD, and closes the
+// descriptor before the command runs. zsh reads it itself; another shell
+// through cat.
+func shellArgv(shell string) []string {
+	read := `"$(cat <&3)"`
+	if filepath.Base(shell) == "zsh" {
+		read = `"$(<&3)"`
+	}
+	return []string{filepath.Base(shell), "-c", "eval " + read + " 3<&-"}
+}
+
+// startFork runs the command in SHELL in a new session, the command on
+// commandFD. The returned waiter returns once the job has ended.
 func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 	path, err := exec.LookPath(req.Shell)
 	if err != nil {
@@ -176,53 +198,75 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 		return nil, nil, err
 	}
 	setPipeSize(w)
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		r.Close()
-		w.Close()
-		sp.Close()
-		return nil, nil, err
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   d.opts.Home,
-		Files: []uintptr{null.Fd(), w.Fd(), w.Fd()},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
-	}
-	var uid int
-	if d.users != nil {
-		uid, attr.Dir, err = d.isolateFork(dir, attr.Sys)
-	}
-	var (
-		pid    int
-		exited <-chan proc.Status
-	)
-	if err == nil {
-		attr.Env = d.env(attr.Dir, dir, req.Job)
-		pid, exited, err = d.reaper.Start(path, []string{filepath.Base(req.Shell), "-c", req.Command}, attr)
-	}
+	s, uid, err := d.spawnWithFiles(req, dir, path, w)
 	w.Close()
-	null.Close()
 	if err != nil {
 		r.Close()
 		sp.Close()
 		d.reclaim(&job{id: req.Job, dir: dir})
 		return nil, nil, err
 	}
-	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: pid, UID: uid, StartedAt: time.Now()}
+	return d.forkStarted(req, dir, sp, r, s, uid)
+}
+
+// spawnWithFiles starts a Fork job's shell with no input, its output to
+// out and its command on commandFD.
+func (d *Daemon) spawnWithFiles(req agentapi.StartRequest, dir, path string, out *os.File) (started, int, error) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return started{}, 0, err
+	}
+	defer null.Close()
+	command, err := os.Open(filepath.Join(dir, commandFile))
+	if err != nil {
+		return started{}, 0, err
+	}
+	defer command.Close()
+	return d.spawnFork(req, dir, path, []uintptr{null.Fd(), out.Fd(), out.Fd(), command.Fd()})
+}
+
+// spawnFork starts a Fork job's shell with files, as a user of its own
+// when jobs are isolated.
+func (d *Daemon) spawnFork(req agentapi.StartRequest, dir, path string, files []uintptr) (started, int, error) {
+	attr := &syscall.ProcAttr{Dir: d.opts.Home, Files: files, Sys: &syscall.SysProcAttr{Setsid: true}}
+	var c *cred
+	if d.users != nil {
+		u, home, err := d.isolateFork(dir)
+		if err != nil {
+			return started{}, 0, err
+		}
+		c, attr.Dir = &u, home
+	}
+	attr.Env = d.env(attr.Dir, dir, req.Job)
+	s, err := d.spawn(path, shellArgv(req.Shell), attr, c)
+	if err != nil {
+		return started{}, 0, err
+	}
+	if c == nil {
+		return s, 0, nil
+	}
+	return s, c.uid, nil
+}
+
+// forkStarted records a Fork job whose shell runs.
+func (d *Daemon) forkStarted(req agentapi.StartRequest, dir string, sp *spool.Spool, out *os.File, s started, uid int) (*job, func(), error) {
+	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: s.pid, UID: uid, StartedAt: time.Now()}
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
 		// The command runs: it is reported, but a restarted agent will not
 		// know it.
 		d.log.Error(err, "Could not record a start", "job", req.Job)
 	}
 	j := newJob(req.Job, dir, rec, sp)
-	j.out = r
+	j.out = out
+	j.endSandbox = s.end
+	pid := s.pid
 	j.probe = func() (bool, bool) {
 		e := proc.GroupEmpty(pid, 0)
 		return e, e
 	}
 	go d.produce(j)
 	return j, func() {
-		st := <-exited
+		st := <-s.exited
 		j.setExited(st.Code())
 		d.awaitOutput(j)
 	}, nil
@@ -230,30 +274,29 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 
 // isolateFork gives a Fork job in dir a user of its own, its files and a
 // home, and returns the user and the home.
-func (d *Daemon) isolateFork(dir string, sys *syscall.SysProcAttr) (int, string, error) {
+func (d *Daemon) isolateFork(dir string) (cred, string, error) {
 	c, err := d.users.fork()
 	if err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
 	home := filepath.Join(dir, homeDir)
 	// One left by a start that failed, or by an agent that crashed, goes.
 	if err := reclaim(home, d.users.agent); err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
 	if err := os.RemoveAll(home); err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
 	if err := os.Mkdir(home, 0o700); err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
 	if err := hand(home, c); err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
 	if err := hand(filepath.Join(dir, filesDir), c); err != nil {
-		return 0, "", err
+		return cred{}, "", err
 	}
-	sys.Credential = c.sys()
-	return c.uid, home, nil
+	return c, home, nil
 }
 
 func setPipeSize(f *os.File) {

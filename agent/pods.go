@@ -54,6 +54,14 @@ func (p Pods) Events(ctx context.Context, pod types.NamespacedName, handle func(
 	return nil
 }
 
+// Delivered implements agentapi.Client.
+func (p Pods) Delivered(ctx context.Context, pod types.NamespacedName, job string) error {
+	if err := p.client(pod).Delivered(ctx, job); err != nil {
+		return fmt.Errorf("delivered %s in %s: %w", job, pod, err)
+	}
+	return nil
+}
+
 // Follow implements agentapi.Client.
 func (p Pods) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
 	n, err := p.client(pod).Follow(ctx, job, offset, w)

@@ -109,6 +109,12 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		}
 		return d.reply(bw, reply{Signal: &resp})
 
+	case agentapi.CmdDelivered:
+		if err := d.Delivered(req.Job); err != nil {
+			return d.reply(bw, errorReply(err))
+		}
+		return d.reply(bw, reply{})
+
 	case agentapi.CmdEvents:
 		if err := d.reply(bw, reply{}); err != nil {
 			return err

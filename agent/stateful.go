@@ -21,7 +21,8 @@ package agent
 // crash) ends the job it ran with the shell's status, and the next
 // Stateful job boots a new one. That loses everything the old one held:
 // cwd (back to home), variables, functions, aliases, options, traps and
-// its background jobs' job table (their processes live on).
+// its background jobs: where the shell has namespaces of its own
+// (sandbox.go), its processes end with it; elsewhere they live on.
 
 import (
 	"bufio"
@@ -157,10 +158,13 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	}
+	var c *cred
 	if d.users != nil {
-		attr.Sys.Credential = d.users.stateful().sys()
+		u := d.users.stateful()
+		c = &u
 	}
-	pid, exited, err := d.reaper.Start(path, []string{"zsh", "-i"}, attr)
+	s, err := d.spawn(path, []string{"zsh", "-i"}, attr, c)
+	pid, exited := s.pid, s.exited
 	inR.Close()
 	outW.Close()
 	ctlW.Close()
@@ -174,6 +178,10 @@ func (d *Daemon) bootShell(shell string) (*pshell, error) {
 	log := d.log.WithValues("shellPID", pid)
 	go func() {
 		sh.status = <-exited
+		if s.end != nil {
+			// What the shell's jobs left ends with it.
+			s.end()
+		}
 		close(sh.gone)
 		inW.Close()
 		log.Info("Persistent shell ended", "status", sh.status.String())

@@ -10,7 +10,7 @@ import (
 // sends one request line (JSON); the daemon answers one reply line (JSON),
 // then the stream of the operation:
 //
-//	start, signal  nothing more
+//	start, signal, delivered  nothing more
 //	events         Event JSON lines, until either side closes
 //	follow         the framed follow stream (agentapi.FollowMagic), with
 //	               its keepalives, until its e frame; the reply to an
@@ -68,6 +68,8 @@ func ExitCode(err error) int {
 		return agentapi.ExitStarted
 	case errors.Is(err, agentapi.ErrProtocol):
 		return agentapi.ExitProtocol
+	case errors.Is(err, agentapi.ErrUsage):
+		return agentapi.ExitUsage
 	}
 	return 1
 }

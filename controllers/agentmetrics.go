@@ -63,3 +63,9 @@ func (a countingAgent) GetFiles(ctx context.Context, pod types.NamespacedName, j
 	count(ctx, agentapi.CmdGetFiles, err)
 	return err
 }
+
+func (a countingAgent) Delivered(ctx context.Context, pod types.NamespacedName, job string) error {
+	err := a.Client.Delivered(ctx, pod, job)
+	count(ctx, agentapi.CmdDelivered, err)
+	return err
+}

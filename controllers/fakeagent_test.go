@@ -40,6 +40,8 @@ type fakeAgent struct {
 	// holds keep the answer of the next Signal call of a signal; see
 	// holdSignal.
 	holds map[agentapi.Signal]*signalHold
+	// delivered logs Delivered calls, as "pod job".
+	delivered []string
 }
 
 // signalHold is a Signal call whose answer waits: the signal has taken
@@ -324,6 +326,21 @@ func (a *fakeAgent) PutFiles(context.Context, types.NamespacedName, string, io.R
 
 func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.Writer) error {
 	return errors.New("fake agent: GetFiles is not used by the operator")
+}
+
+// Delivered records the mark.
+func (a *fakeAgent) Delivered(_ context.Context, pod types.NamespacedName, job string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.delivered = append(a.delivered, pod.Name+" "+job)
+	return nil
+}
+
+// deliveredLog returns the Delivered calls made so far.
+func (a *fakeAgent) deliveredLog() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.delivered)
 }
 
 var _ agentapi.Client = &fakeAgent{}

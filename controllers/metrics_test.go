@@ -183,6 +183,10 @@ func (a errAgent) GetFiles(context.Context, types.NamespacedName, string, io.Wri
 	return a.err
 }
 
+func (a errAgent) Delivered(context.Context, types.NamespacedName, string) error {
+	return a.err
+}
+
 // TestAgentExecErrors: each failed call counts once under its
 // subcommand; a call that succeeded, or that the operator canceled, does
 // not count, and one that ran out of time does.
@@ -209,6 +213,9 @@ func TestAgentExecErrors(t *testing.T) {
 		},
 		agentapi.CmdGetFiles: func(ctx context.Context, a agentapi.Client) error {
 			return a.GetFiles(ctx, pod, "j", io.Discard)
+		},
+		agentapi.CmdDelivered: func(ctx context.Context, a agentapi.Client) error {
+			return a.Delivered(ctx, pod, "j")
 		},
 	}
 	failing := countingAgent{Client: errAgent{err: errors.New("exec: connection refused")}}

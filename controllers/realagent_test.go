@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -217,4 +221,72 @@ func TestStopEndsWithGroup(t *testing.T) {
 	if _, err := agents.Follow(ctx, types.NamespacedName{Namespace: wns, Name: j.Status.Pod}, string(j.UID), 0, &out); err != nil || out.String() != "ready\n" {
 		t.Errorf("output %q, %v; want all of it", out.String(), err)
 	}
+}
+
+// TestRealAgentSpoolRoom: a worker whose spool the output of undelivered
+// jobs fills takes no new job, which waits saying why (SpoolFull) while
+// the pool's SpoolRoom condition says which worker; once the jobs are
+// marked delivered, as the bot marks them, the operator tells the agent,
+// whose spools make room, and the waiting job runs. The pool says its
+// jobs run in namespaces of their own, as the real agent reports.
+func TestRealAgentSpoolRoom(t *testing.T) {
+	ns := namespace(t)
+	agents := newRealAgents(t)
+	startOperator(t, ns, agents)
+	ctx := context.Background()
+	pool := utiltesting.MakeShellPool("shell", ns).Replicas(1).Obj()
+	if err := env.Client.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	// A job's output takes at most 176 KiB there, within 15/16 of 1 MiB.
+	for _, pod := range markWorkersReady(t, ns, "shell", 1) {
+		if err := agents.Serve(client.ObjectKeyFromObject(&pod), "--spool-size-limit=1048576",
+			"--head-bytes=65536", "--tail-bytes=65536", "--after-stop-bytes=16384", "--chunk-bytes=16384"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const big = `head -c 300000 /dev/zero | tr '\0' x`
+	var filled []string
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("filler-%d", i)
+		createJob(t, utiltesting.MakeShellJob(name, ns).Command(big))
+		eventually(t, 3*waitShort, name+" ended or waiting for room", func() (bool, string) {
+			j := getJob(t, ns, name)
+			c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobScheduled)
+			return j.Status.Phase == shellv1alpha1.PhaseSucceeded || c != nil && c.Reason == shellv1alpha1.ShellJobScheduledReasonSpoolFull,
+				fmt.Sprintf("%s %+v", j.Status.Phase, c)
+		})
+		if getJob(t, ns, name).Status.Phase != shellv1alpha1.PhaseSucceeded {
+			break
+		}
+		filled = append(filled, name)
+		if i > 10 {
+			t.Fatal("the worker never filled")
+		}
+	}
+	waiting := fmt.Sprintf("filler-%d", len(filled))
+	eventually(t, waitShort, "the pool saying its worker is full", func() (bool, string) {
+		p := getPool(t, ns, "shell")
+		c := meta.FindStatusCondition(p.Status.Conditions, shellv1alpha1.ShellPoolSpoolRoom)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == shellv1alpha1.ShellPoolSpoolRoomReasonSpoolFull, fmt.Sprintf("%+v", c)
+	})
+	if c := meta.FindStatusCondition(getPool(t, ns, "shell").Status.Conditions, shellv1alpha1.ShellPoolJobsIsolated); c == nil ||
+		c.Status != metav1.ConditionTrue {
+		t.Errorf("JobsIsolated %+v, want True: the real agent runs jobs in namespaces of their own", c)
+	}
+	for _, name := range filled {
+		j := getJob(t, ns, name)
+		from := j.DeepCopy()
+		metav1.SetMetaDataAnnotation(&j.ObjectMeta, shellv1alpha1.AnnotationDelivered, time.Now().UTC().Format(time.RFC3339))
+		if err := env.Client.Patch(ctx, j, client.MergeFrom(from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := waitPhase(t, ns, waiting, shellv1alpha1.PhaseSucceeded); got.Status.OutputBytes != 300000 {
+		t.Errorf("the job that waited for room: %+v", got.Status)
+	}
+	eventually(t, waitShort, "the pool saying its worker has room", func() (bool, string) {
+		c := meta.FindStatusCondition(getPool(t, ns, "shell").Status.Conditions, shellv1alpha1.ShellPoolSpoolRoom)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", c)
+	})
 }

@@ -57,6 +57,9 @@ type Options struct {
 	// WorkerImage is the image of pools that name none. Defaults to
 	// DefaultWorkerImage.
 	WorkerImage string
+	// WorkerSecurity is what worker pods allow their agent, to give each
+	// job namespaces of its own. Defaults to none.
+	WorkerSecurity WorkerSecurity
 	// StopGrace is the wait between the signals of a stop. Defaults to
 	// agentapi.StopGrace.
 	StopGrace time.Duration
@@ -122,6 +125,12 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	agent := countingAgent{Client: opts.Agent}
 	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
 	streams := newWorkerStreams(agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
+	workers, poolWakes := newWorkerStates(), make(chan event.TypedGenericEvent[*shellv1alpha1.ShellPool], 64)
+	workers.changed = func(pool types.NamespacedName) {
+		wakePool(poolWakes, pool)
+		streams.wakeQueued(ctx, pool)
+	}
+	streams.workers = workers
 	if err := mgr.Add(streams); err != nil {
 		return nil, err
 	}
@@ -132,11 +141,14 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Recorder:        recorder,
 		WorkerNamespace: opts.WorkerNamespace,
 		WorkerImage:     opts.WorkerImage,
+		WorkerSecurity:  opts.WorkerSecurity,
 		ServiceAccounts: serviceAccounts,
 		Clock:           opts.Clock,
 		DeliveryGrace:   opts.DeliveryGrace,
 		assumed:         assumed,
 		streams:         streams,
+		workers:         workers,
+		wakes:           poolWakes,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return nil, err
@@ -148,6 +160,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Agent:           agent,
 		Recorder:        recorder,
 		WorkerImage:     opts.WorkerImage,
+		WorkerSecurity:  opts.WorkerSecurity,
 		ServiceAccounts: serviceAccounts,
 		StopGrace:       opts.StopGrace,
 		DeliveryGrace:   opts.DeliveryGrace,
@@ -156,6 +169,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Clock:           opts.Clock,
 		assumed:         assumed,
 		facts:           facts,
+		workers:         workers,
 	}
 	if err := jobs.SetupWithManager(mgr, reports); err != nil {
 		return nil, err

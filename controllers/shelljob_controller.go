@@ -90,6 +90,8 @@ type ShellJobReconciler struct {
 	// WorkerImage is the image of pools that name none, which is part of
 	// their revision. Defaults to DefaultWorkerImage.
 	WorkerImage string
+	// WorkerSecurity is part of the pools' revisions. Defaults to none.
+	WorkerSecurity WorkerSecurity
 	// ServiceAccounts says which ServiceAccounts workers may run as: the
 	// jobs of a pool that names another wait. Defaults to none.
 	ServiceAccounts ServiceAccountPolicy
@@ -117,6 +119,9 @@ type ShellJobReconciler struct {
 	numbers *numberer
 	facts   *factStore
 	writes  *writes
+	// workers are the agents' own states: a worker whose spool is full
+	// gets no job.
+	workers *workerStates
 	// wake asks for a pass over another job: one that a placement of this
 	// pass placed too. It never blocks.
 	wake func(*shellv1alpha1.ShellJob)
@@ -137,6 +142,11 @@ type ShellJobReconciler struct {
 	// placedAt holds when this process recorded each placement whose
 	// command has not started yet, exactly, for the start latency.
 	placedAt map[types.UID]time.Time
+	// told holds the finished jobs whose worker this process told that
+	// nobody needs their spool any more (tellDelivered), by name;
+	// noDelivered the workers whose agent is older than that.
+	told        map[types.NamespacedName]types.UID
+	noDelivered map[types.NamespacedName]bool
 }
 
 type sentSignal struct {
@@ -386,10 +396,11 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 		}
 		revisions[p.Name] = p.Labels[shellv1alpha1.LabelRevision]
 		workers = append(workers, scheduler.Worker{
-			Name:     p.Name,
-			Index:    workerIndex(p),
-			Revision: p.Labels[shellv1alpha1.LabelRevision],
-			Ready:    podReady(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning,
+			Name:      p.Name,
+			Index:     workerIndex(p),
+			Revision:  p.Labels[shellv1alpha1.LabelRevision],
+			Ready:     podReady(p) && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning,
+			SpoolFull: r.workers != nil && r.workers.spoolFull(client.ObjectKeyFromObject(p)),
 		})
 	}
 	byName := make(map[string]*shellv1alpha1.ShellJob, len(jobs)+1)
@@ -411,7 +422,7 @@ func (r *ShellJobReconciler) place(ctx context.Context, job *shellv1alpha1.Shell
 	earlier, placed := assumed.assumed(job.UID)
 	var mine scheduler.Decision
 	for _, a := range scheduler.Schedule(
-		scheduler.Pool{Revision: Revision(pool, r.WorkerImage), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
+		scheduler.Pool{Revision: Revision(pool, r.WorkerImage, r.WorkerSecurity), Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
 		workers, snapshot) {
 		if a.Job == job.Name {
 			mine = a.Decision
@@ -811,6 +822,11 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 // in a later one, once its end is recorded.
 func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, justEnded bool) (ctrl.Result, error) {
 	controllerutil.RemoveFinalizer(job, JobFinalizer)
+	if _, delivered := shelljob.Delivered(job); delivered {
+		if err := r.tellDelivered(ctx, job); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	ttl := r.JobTTL
 	if s := job.Spec.TTLSecondsAfterFinished; s != nil {
 		ttl = time.Duration(*s) * time.Second
@@ -822,6 +838,10 @@ func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.Sh
 	if justEnded || now.Before(expiry) {
 		return ctrl.Result{RequeueAfter: max(expiry.Sub(now), time.Millisecond)}, nil
 	}
+	// Nobody reads its spool once it is gone.
+	if err := r.tellDelivered(ctx, job); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Only the version this pass read: a delivery mark set since moves the
 	// expiry.
 	err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID, ResourceVersion: &job.ResourceVersion})
@@ -829,6 +849,43 @@ func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.Sh
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// tellDelivered tells the agent of a finished job's worker, once, that
+// nobody needs the job's spool any more (it was delivered, or it is being
+// deleted): the spool may go once the worker needs room (agent/budget.go).
+// A worker that is gone or going takes its spools with it, and an agent
+// older than the call is not asked again.
+func (r *ShellJobReconciler) tellDelivered(ctx context.Context, job *shellv1alpha1.ShellJob) error {
+	if job.Status.Pod == "" {
+		return nil
+	}
+	key, name := r.workerKey(job), client.ObjectKeyFromObject(job)
+	r.mu.Lock()
+	done := r.told[name] == job.UID || r.noDelivered[key]
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	pod, err := r.pod(ctx, key)
+	if err != nil || pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return err
+	}
+	callCtx, cancel := detached(ctx, agentCallTimeout)
+	defer cancel()
+	err = r.Agent.Delivered(callCtx, key, string(job.UID))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, agentapi.ErrUsage):
+		r.noDelivered[key] = true
+		ctrl.LoggerFrom(ctx).V(1).Info("The worker's agent predates delivery marks; its spools go by age alone", "pod", key)
+	case err != nil:
+		return fmt.Errorf("tell worker %s that #%d is delivered: %w", key.Name, job.Status.Number, err)
+	default:
+		r.told[name] = job.UID
+	}
+	return nil
 }
 
 // workerKey is the key of the job's worker pod.
@@ -1029,6 +1086,9 @@ func (r *ShellJobReconciler) gone(key types.NamespacedName) {
 	}
 	// Reports of a job that went before any pass saw it.
 	r.facts.forgetJob(key)
+	r.mu.Lock()
+	delete(r.told, key)
+	r.mu.Unlock()
 }
 
 // forget drops what this process holds of an ended job.
@@ -1091,6 +1151,8 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 	r.starts = map[types.UID]int{}
 	r.stops = map[types.UID][]sentSignal{}
 	r.placedAt = map[types.UID]time.Time{}
+	r.told = map[types.NamespacedName]types.UID{}
+	r.noDelivered = map[types.NamespacedName]bool{}
 
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&shellv1alpha1.ShellJob{}).
@@ -1104,6 +1166,18 @@ func (r *ShellJobReconciler) SetupWithManager(mgr ctrl.Manager, reports <-chan e
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				if j, ok := e.Object.(*shellv1alpha1.ShellJob); ok && j.Status.Pod != "" {
 					r.enqueueHead(ctx, q, j.Namespace, shelljob.Pool(j))
+					if shelljob.IsFinished(j) {
+						// Deleted by someone else than its TTL: nobody can
+						// read its spool any more.
+						go func() {
+							if err := r.tellDelivered(context.WithoutCancel(ctx), j); err != nil {
+								ctrl.LoggerFrom(ctx).V(1).Info("Could not tell a worker a deleted job's spool may go", "err", err.Error())
+							}
+							r.mu.Lock()
+							delete(r.told, client.ObjectKeyFromObject(j))
+							r.mu.Unlock()
+						}()
+					}
 				}
 			},
 		}).

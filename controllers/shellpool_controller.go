@@ -20,8 +20,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/metrics"
@@ -58,6 +60,9 @@ type ShellPoolReconciler struct {
 	// WorkerImage is the image of pools that name none. Defaults to
 	// DefaultWorkerImage.
 	WorkerImage string
+	// WorkerSecurity is what worker pods allow their agent. Defaults to
+	// none: jobs run in the pod's namespaces.
+	WorkerSecurity WorkerSecurity
 	// ServiceAccounts says which ServiceAccounts workers may run as. A
 	// pool that names another gets no workers, and its workers of the
 	// current revision are retired as those of an old one. Defaults to
@@ -78,6 +83,21 @@ type ShellPoolReconciler struct {
 	// streams is kicked after each pass, so new workers get their events
 	// stream at once.
 	streams interface{ Kick() }
+	// workers are the agents' own states, for the JobsIsolated and
+	// SpoolRoom conditions; wakes brings a pass when one changed.
+	workers *workerStates
+	wakes   <-chan event.TypedGenericEvent[*shellv1alpha1.ShellPool]
+}
+
+// wakePool asks for a pass over pool on wakes, without waiting: a full
+// channel brings one anyway.
+func wakePool(wakes chan<- event.TypedGenericEvent[*shellv1alpha1.ShellPool], pool types.NamespacedName) {
+	p := &shellv1alpha1.ShellPool{}
+	p.Namespace, p.Name = pool.Namespace, pool.Name
+	select {
+	case wakes <- event.TypedGenericEvent[*shellv1alpha1.ShellPool]{Object: p}:
+	default:
+	}
 }
 
 // +kubebuilder:rbac:groups=shell.shelljob.dev,namespace=shelljob-system,resources=shellpools,verbs=get;list;watch;patch
@@ -176,7 +196,7 @@ func (w *writeTimes) forget(key types.NamespacedName) {
 
 func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1.ShellPool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	rev := Revision(pool, r.WorkerImage)
+	rev := Revision(pool, r.WorkerImage, r.WorkerSecurity)
 	key := client.ObjectKeyFromObject(pool)
 	workerNS := workerNamespace(r.WorkerNamespace, pool.Namespace)
 	refusal := r.ServiceAccounts.Refusal(pool, workerNS)
@@ -271,7 +291,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		if _, ok := current[i]; ok || refusal != "" {
 			continue
 		}
-		pod := workerPod(pool, workerNS, rev, i, r.WorkerImage)
+		pod := workerPod(pool, workerNS, rev, i, r.WorkerImage, r.WorkerSecurity)
 		if err := r.Client.Create(ctx, pod); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				errs = append(errs, fmt.Errorf("create worker %s: %w", pod.Name, err))
@@ -365,6 +385,7 @@ func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev strin
 		s.OldRevisions = append(s.OldRevisions, *o)
 	}
 	slices.SortFunc(s.OldRevisions, func(a, b shellv1alpha1.OldRevision) int { return cmp.Compare(a.Revision, b.Revision) })
+	r.setWorkerConditions(pool, current)
 	switch {
 	case refusal != "":
 		return shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse,
@@ -375,6 +396,25 @@ func (r *ShellPoolReconciler) setStatus(pool *shellv1alpha1.ShellPool, rev strin
 	default:
 		return shelljob.SetAvailableCondition(pool, r.Clock.Now(), metav1.ConditionFalse, shellv1alpha1.ShellPoolAvailableReasonNotReady,
 			fmt.Sprintf("%d of %d workers of revision %s are ready", s.ReadyReplicas, pool.Spec.Replicas, rev))
+	}
+}
+
+// setWorkerConditions sets JobsIsolated and SpoolRoom from what the
+// current workers' agents said, with a Warning Event when one turns False.
+func (r *ShellPoolReconciler) setWorkerConditions(pool *shellv1alpha1.ShellPool, current map[int32]*corev1.Pod) {
+	if r.workers == nil {
+		return
+	}
+	var pods []types.NamespacedName
+	for _, pod := range current {
+		if pod.DeletionTimestamp == nil {
+			pods = append(pods, client.ObjectKeyFromObject(pod))
+		}
+	}
+	for _, c := range r.workers.poolConditions(pods) {
+		if shelljob.SetPoolCondition(pool, r.Clock.Now(), c.Type, c.Status, c.Reason, c.Message) && c.Status == metav1.ConditionFalse {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, c.Reason, "Workers", "%s", c.Message)
+		}
 	}
 }
 
@@ -460,7 +500,11 @@ func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.writes = newWrites()
 	r.counted = &writeTimes{at: map[types.NamespacedName]time.Time{}}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.wakes != nil {
+		b = b.WatchesRawSource(source.Channel(r.wakes, &handler.TypedEnqueueRequestForObject[*shellv1alpha1.ShellPool]{}))
+	}
+	return b.
 		For(&shellv1alpha1.ShellPool{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {

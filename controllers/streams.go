@@ -175,12 +175,14 @@ func (s *factStore) forgetJob(job types.NamespacedName) {
 // notify, a source.Channel of the ShellJob controller. workerStreams is a
 // manager Runnable that runs on the leader only.
 type workerStreams struct {
-	agent  agentapi.Client
-	cache  client.Reader
-	facts  *factStore
-	notify chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob]
-	clock  clock.WithTicker
-	log    logr.Logger
+	agent agentapi.Client
+	cache client.Reader
+	facts *factStore
+	// workers, if set, gets each worker's own state (EventWorker).
+	workers *workerStates
+	notify  chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob]
+	clock   clock.WithTicker
+	log     logr.Logger
 
 	kicks chan struct{}
 
@@ -257,7 +259,7 @@ func (s *workerStreams) sync(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 		sctx, cancel := context.WithCancel(ctx)
 		s.streams[pod.UID] = cancel
-		w := worker{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, jobs: pool.Namespace}
+		w := worker{pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, jobs: pool.Namespace, pool: pool}
 		wg.Go(func() { s.run(sctx, w) })
 	}
 	for uid, cancel := range s.streams {
@@ -269,16 +271,21 @@ func (s *workerStreams) sync(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// worker is a worker pod and the namespace of its pool and jobs.
+// worker is a worker pod, the namespace of its pool and jobs, and its
+// pool.
 type worker struct {
 	pod  types.NamespacedName
 	jobs string
+	pool types.NamespacedName
 }
 
 // run keeps one pod's stream open until ctx ends.
 func (s *workerStreams) run(ctx context.Context, w worker) {
 	pod := w.pod
 	log := s.log.WithValues("pod", pod)
+	if s.workers != nil {
+		defer s.workers.forget(pod)
+	}
 	backoff := streamBackoffMin
 	for {
 		opened := s.clock.Now()
@@ -312,8 +319,15 @@ func (s *workerStreams) run(ctx context.Context, w worker) {
 	}
 }
 
-// handle records one event of an unfinished job and wakes its reconcile.
+// handle records one event of an unfinished job and wakes its reconcile,
+// or the worker's own state.
 func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event) {
+	if ev.Type == agentapi.EventWorker {
+		if ev.Worker != nil && s.workers != nil {
+			s.workers.set(w.pod, w.pool, *ev.Worker)
+		}
+		return
+	}
 	job, err := s.job(ctx, w.jobs, ev.Job)
 	if err != nil {
 		s.log.Error(err, "Find the job of an agent event", "pod", w.pod, "job", ev.Job)
@@ -346,6 +360,21 @@ func (s *workerStreams) job(ctx context.Context, ns, uid string) (*shellv1alpha1
 		return nil, nil
 	}
 	return &list.Items[0], nil
+}
+
+// wakeQueued wakes the reconciles of the pool's jobs that wait for a
+// worker: one may have room again.
+func (s *workerStreams) wakeQueued(ctx context.Context, pool types.NamespacedName) {
+	jobs, err := jobsOfPool(ctx, s.cache, pool.Namespace, pool.Name)
+	if err != nil {
+		s.log.Error(err, "List the jobs of a pool", "pool", pool)
+		return
+	}
+	for i := range jobs {
+		if jobs[i].Status.Pod == "" {
+			s.send(ctx, &jobs[i])
+		}
+	}
 }
 
 // send wakes the job's reconcile.

@@ -214,7 +214,7 @@ func TestNumbererRemembersTheCounter(t *testing.T) {
 
 func TestRevision(t *testing.T) {
 	base := utiltesting.MakeShellPool("shell", "ns").Replicas(4).Obj()
-	rev := Revision(base, DefaultWorkerImage)
+	rev := Revision(base, DefaultWorkerImage, WorkerSecurity{})
 	same := map[string]func(p *shellv1alpha1.ShellPool){
 		"replicas":        func(p *shellv1alpha1.ShellPool) { p.Spec.Replicas = 16 },
 		"stateful worker": func(p *shellv1alpha1.ShellPool) { p.Spec.StatefulWorker = 2 },
@@ -225,7 +225,7 @@ func TestRevision(t *testing.T) {
 	for name, change := range same {
 		p := base.DeepCopy()
 		change(p)
-		if got := Revision(p, DefaultWorkerImage); got != rev {
+		if got := Revision(p, DefaultWorkerImage, WorkerSecurity{}); got != rev {
 			t.Errorf("%s: revision %s, want %s unchanged", name, got, rev)
 		}
 	}
@@ -238,12 +238,49 @@ func TestRevision(t *testing.T) {
 	for name, change := range changed {
 		p := base.DeepCopy()
 		change(p)
-		if got := Revision(p, DefaultWorkerImage); got == rev {
+		if got := Revision(p, DefaultWorkerImage, WorkerSecurity{}); got == rev {
 			t.Errorf("%s: revision unchanged", name)
 		}
 	}
-	if Revision(base, "other/worker:2") == rev {
+	if Revision(base, "other/worker:2", WorkerSecurity{}) == rev {
 		t.Error("a new default worker image kept the revision")
+	}
+}
+
+// TestWorkerPodNamespaces: with WorkerSecurity's two settings, a worker
+// runs in a user namespace of its own with an unmasked /proc and the
+// Localhost seccomp profile, unless the pool names a profile of its own;
+// the settings make another revision; and the agent learns its spool's
+// size either way.
+func TestWorkerPodNamespaces(t *testing.T) {
+	pool := utiltesting.MakeShellPool("shell", "ns").Obj()
+	sec := WorkerSecurity{UserNamespaces: true, SeccompProfile: "shelljob/worker.json"}
+	pod := workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage, sec), 0, DefaultWorkerImage, sec)
+	if h := pod.Spec.HostUsers; h == nil || *h {
+		t.Errorf("hostUsers %v, want false", h)
+	}
+	if pm := pod.Spec.Containers[0].SecurityContext.ProcMount; pm == nil || *pm != corev1.UnmaskedProcMount {
+		t.Errorf("procMount %v, want Unmasked", pm)
+	}
+	want := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("shelljob/worker.json")}
+	if diff := cmp.Diff(want, pod.Spec.SecurityContext.SeccompProfile); diff != "" {
+		t.Errorf("seccomp (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: agentapi.SpoolSizeLimitEnv, Value: "1073741824"}) {
+		t.Errorf("env %v does not give the agent its spool's size", pod.Spec.Containers[0].Env)
+	}
+	if Revision(pool, DefaultWorkerImage, sec) == Revision(pool, DefaultWorkerImage, WorkerSecurity{}) {
+		t.Error("the worker security settings make no other revision")
+	}
+	own := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: own}
+	pod = workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage, sec), 0, DefaultWorkerImage, sec)
+	if diff := cmp.Diff(own, pod.Spec.SecurityContext.SeccompProfile); diff != "" {
+		t.Errorf("the pool's own seccomp profile (-want +got):\n%s", diff)
+	}
+	pod = workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage, WorkerSecurity{}), 0, DefaultWorkerImage, WorkerSecurity{})
+	if pod.Spec.HostUsers != nil || pod.Spec.Containers[0].SecurityContext.ProcMount != nil {
+		t.Errorf("without the settings: hostUsers %v, procMount %v", pod.Spec.HostUsers, pod.Spec.Containers[0].SecurityContext.ProcMount)
 	}
 }
 
@@ -255,7 +292,7 @@ func TestWorkerDefaults(t *testing.T) {
 		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
 	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](2000), RunAsNonRoot: ptr.To(true)}
-	pod := workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage), 0, DefaultWorkerImage)
+	pod := workerPod(pool, "ns-workers", Revision(pool, DefaultWorkerImage, WorkerSecurity{}), 0, DefaultWorkerImage, WorkerSecurity{})
 
 	res := pod.Spec.Containers[0].Resources
 	want := map[string]string{

@@ -97,8 +97,19 @@ func TestWorkerNamespace(t *testing.T) {
 // TestWorkerPodSecurity: the API server's Pod Security admission lets the
 // operator's worker pods into a namespace that enforces baseline, as the
 // chart's does, even when the pool asks for a non-root user, and keeps
-// them out of one that enforces restricted (root, added capabilities).
+// them out of one that enforces restricted (root, added capabilities);
+// with jobs in namespaces of their own (a user namespace, an unmasked
+// /proc, a Localhost seccomp profile) or without.
 func TestWorkerPodSecurity(t *testing.T) {
+	for name, sec := range map[string]WorkerSecurity{
+		"pod namespaces": {},
+		"job namespaces": {UserNamespaces: true, SeccompProfile: "shelljob/worker.json"},
+	} {
+		t.Run(name, func(t *testing.T) { workerPodSecurity(t, sec) })
+	}
+}
+
+func workerPodSecurity(t *testing.T, sec WorkerSecurity) {
 	ctx := context.Background()
 	pool := utiltesting.MakeShellPool("shell", "pools").Obj()
 	pool.Spec.Template.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](2000)}
@@ -109,7 +120,7 @@ func TestWorkerPodSecurity(t *testing.T) {
 		if err := env.Client.Create(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		pod := workerPod(pool, ns.Name, Revision(pool, DefaultWorkerImage), 0, DefaultWorkerImage)
+		pod := workerPod(pool, ns.Name, Revision(pool, DefaultWorkerImage, sec), 0, DefaultWorkerImage, sec)
 		err := env.Client.Create(ctx, pod, client.DryRunAll)
 		switch {
 		case allowed && err != nil:

@@ -49,8 +49,32 @@ const (
 
 // workerPodVersion is bumped when the pods the operator builds change in a
 // way running workers must take up: an upgraded operator then replaces
-// them as a pool restart does. 2: each job runs as a user of its own.
-const workerPodVersion = 2
+// them as a pool restart does. 2: each job runs as a user of its own. 3:
+// the agent learns its spool's size, and jobs get namespaces of their own
+// where WorkerSecurity allows.
+const workerPodVersion = 3
+
+// WorkerSecurity is what worker pods allow their agent beyond the
+// capabilities it always has (agentCapabilities), to give each job user,
+// PID, mount and IPC namespaces of its own (agent/sandbox.go). Both stay
+// within the baseline Pod Security profile.
+type WorkerSecurity struct {
+	// UserNamespaces runs each worker in a user namespace of its own
+	// (hostUsers: false: root in the pod is no one on the node) with an
+	// unmasked /proc (procMount: Unmasked, which baseline allows only
+	// there), so that the agent may mount each job a /proc of its own. It
+	// needs Kubernetes 1.36 or later (1.33 with the UserNamespacesSupport
+	// gate), runc 1.2 or later, and a kernel and filesystems with idmapped
+	// mounts; a cluster without them does not run the pods.
+	UserNamespaces bool `json:"userNamespaces,omitempty"`
+	// SeccompProfile is the worker container's Localhost seccomp profile,
+	// a path below the kubelet's seccomp directory such as
+	// shelljob/worker.json (hack/seccomp-profile.sh makes it): the
+	// runtime's default refuses the namespaces. Empty: RuntimeDefault, and
+	// jobs run in the pod's namespaces. Every node must have the file, or
+	// the workers do not start.
+	SeccompProfile string `json:"seccompProfile,omitempty"`
+}
 
 // workerTemplate is what makes a revision: everything of the pool that
 // goes into its worker pods, plus the restart stamp and workerPodVersion.
@@ -64,6 +88,7 @@ type workerTemplate struct {
 	Shell           string                            `json:"shell"`
 	SpoolSizeLimit  *resource.Quantity                `json:"spoolSizeLimit,omitempty"`
 	RestartedAt     *metav1.Time                      `json:"restartedAt"`
+	Security        WorkerSecurity                    `json:"security"`
 }
 
 // DefaultSpoolSizeLimit is a pool's spool sizeLimit when its spec has none.
@@ -117,17 +142,21 @@ func workerResources(own corev1.ResourceRequirements) corev1.ResourceRequirement
 }
 
 // workerSecurity merges the pool's pod securityContext over the default
-// RuntimeDefault seccomp profile. The agent's container sets its own user
-// (agentSecurity), so the pool's runAsUser, runAsGroup and runAsNonRoot do
-// not reach it; the pool's supplementalGroups and fsGroup reach the agent
-// alone, as commands start with no supplementary group.
-func workerSecurity(own *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+// seccomp profile: sec's Localhost one, or RuntimeDefault. The agent's
+// container sets its own user (agentSecurity), so the pool's runAsUser,
+// runAsGroup and runAsNonRoot do not reach it; the pool's
+// supplementalGroups and fsGroup reach the agent alone, as commands start
+// with no supplementary group.
+func workerSecurity(own *corev1.PodSecurityContext, sec WorkerSecurity) *corev1.PodSecurityContext {
 	sc := own.DeepCopy()
 	if sc == nil {
 		sc = &corev1.PodSecurityContext{}
 	}
 	if sc.SeccompProfile == nil {
 		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+		if sec.SeccompProfile != "" {
+			sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(sec.SeccompProfile)}
+		}
 	}
 	return sc
 }
@@ -147,19 +176,25 @@ func workerSecurity(own *corev1.PodSecurityContext) *corev1.PodSecurityContext {
 var agentCapabilities = []corev1.Capability{"CHOWN", "KILL", "SETGID", "SETUID"}
 
 // agentSecurity is the agent container's securityContext: root, to run
-// each job as a user of its own, with agentCapabilities alone.
-func agentSecurity() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
+// each job as a user of its own, with agentCapabilities alone, and in a
+// user namespace an unmasked /proc.
+func agentSecurity(sec WorkerSecurity) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
 		RunAsUser:                ptr.To[int64](0),
 		RunAsGroup:               ptr.To[int64](0),
 		RunAsNonRoot:             ptr.To(false),
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: slices.Clone(agentCapabilities)},
 	}
+	if sec.UserNamespaces {
+		sc.ProcMount = ptr.To(corev1.UnmaskedProcMount)
+	}
+	return sc
 }
 
-func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTemplate {
+func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string, sec WorkerSecurity) workerTemplate {
 	t := workerTemplate{
+		Security:        sec,
 		PodVersion:      workerPodVersion,
 		Image:           pool.Spec.Image,
 		ImagePullPolicy: pool.Spec.ImagePullPolicy,
@@ -187,14 +222,23 @@ func templateOf(pool *shellv1alpha1.ShellPool, defaultImage string) workerTempla
 
 // Revision is the pool's current revision: a short hash of its worker
 // template and restart stamp, as a Deployment's pod-template-hash.
-func Revision(pool *shellv1alpha1.ShellPool, defaultImage string) string {
-	data, err := json.Marshal(templateOf(pool, defaultImage))
+func Revision(pool *shellv1alpha1.ShellPool, defaultImage string, sec WorkerSecurity) string {
+	data, err := json.Marshal(templateOf(pool, defaultImage, sec))
 	if err != nil {
 		panic(fmt.Sprintf("marshal a worker template: %v", err))
 	}
 	h := fnv.New32a()
 	_, _ = h.Write(data)
 	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
+}
+
+// hostUsers is the pod's hostUsers: false in a user namespace of its own,
+// unset (the node's users) otherwise.
+func hostUsers(sec WorkerSecurity) *bool {
+	if sec.UserNamespaces {
+		return ptr.To(false)
+	}
+	return nil
 }
 
 // workerName is the name of a pool's worker pod.
@@ -233,8 +277,8 @@ func poolOf(pod client.Object) (types.NamespacedName, bool) {
 }
 
 // workerPod builds worker index of the pool's revision, in namespace ns.
-func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, defaultImage string) *corev1.Pod {
-	t := templateOf(pool, defaultImage)
+func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, defaultImage string, sec WorkerSecurity) *corev1.Pod {
+	t := templateOf(pool, defaultImage, sec)
 	labels := maps.Clone(t.Template.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -267,7 +311,8 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 			AutomountServiceAccountToken:  automount,
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](workerTerminationGrace),
-			SecurityContext:               workerSecurity(t.Template.SecurityContext),
+			SecurityContext:               workerSecurity(t.Template.SecurityContext, sec),
+			HostUsers:                     hostUsers(sec),
 			NodeSelector:                  t.Template.NodeSelector,
 			Tolerations:                   t.Template.Tolerations,
 			Containers: []corev1.Container{{
@@ -284,6 +329,8 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 					{Name: EnvPool, Value: pool.Name},
 					{Name: EnvWorker, Value: strconv.Itoa(int(index))},
 					{Name: agentapi.ShellEnv, Value: t.Shell},
+					// The agent keeps the spools within a budget below it.
+					{Name: agentapi.SpoolSizeLimitEnv, Value: strconv.FormatInt(t.SpoolSizeLimit.Value(), 10)},
 				},
 				Resources: t.Resources,
 				ReadinessProbe: &corev1.Probe{
@@ -294,7 +341,7 @@ func workerPod(pool *shellv1alpha1.ShellPool, ns, revision string, index int32, 
 					TimeoutSeconds:   2,
 					FailureThreshold: 3,
 				},
-				SecurityContext: agentSecurity(),
+				SecurityContext: agentSecurity(sec),
 				VolumeMounts:    []corev1.VolumeMount{{Name: spoolVolume, MountPath: agentapi.SpoolDir}},
 			}},
 			Volumes: []corev1.Volume{{

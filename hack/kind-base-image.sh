@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds the base of the kind node image without pulling anything, and prints
 # its tag: a Debian minbase rootfs from debootstrap (mirror taken from this
-# machine's apt sources) with systemd, runc and the CNI plugins; containerd 2
-# from hack/containerd.sh (stock, the version kind's own node image carries);
+# machine's apt sources) with systemd and the CNI plugins; containerd 2
+# from hack/containerd.sh and runc from hack/runc.sh (stock, the versions
+# kind's own node image carries: Debian's runc 1.1 cannot run pods with
+# hostUsers: false);
 # plus what kind's own images/base/Dockerfile adds: kind's files from
 # the kind module, the systemd clean-up, cri-base.json, the enabled units. On top:
 #   - the runtime wrapper (hack/runc-wrapper.sh) as containerd's runc binary,
 #     so privileged pods run in a node whose bounding set lacks capabilities;
 #   - the kubelet flag --fail-cgroupv1=false (cgroup v1 hosts);
+#   - the worker pods' seccomp profile (hack/seccomp-profile.sh) at
+#     /var/lib/kubelet/seccomp/shelljob/worker.json, for their Localhost
+#     seccompProfile shelljob/worker.json;
 #   - no CNI config: kindnetd's image can't be had here, so hack/kind-up.sh
 #     gives each node a ptp config for its own podCIDR and routes to the
 #     other nodes' pods.
@@ -20,12 +25,14 @@ PACKAGES=(
   conntrack iptables nftables iproute2 ethtool util-linux mount kmod
   libseccomp2 pigz fuse-overlayfs e2fsprogs
   bash ca-certificates curl jq procps
-  runc containernetworking-plugins
+  containernetworking-plugins
 )
 WRAPPER=/usr/local/sbin/shelljob-runc
 
-# (hack/containerd.sh's output directory is keyed by the same version and recipe.)
-key="${DEBIAN_SUITE}-${KIND_VERSION}-$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}/runc-wrapper.sh" "${HACK_DIR}/containerd.sh" <(echo "${CONTAINERD_VERSION}"))"
+# (hack/containerd.sh's, hack/runc.sh's and hack/seccomp-profile.sh's
+# outputs are keyed by the same versions and recipes.)
+key="${DEBIAN_SUITE}-${KIND_VERSION}-$(recipe_hash "${BASH_SOURCE[0]}" "${HACK_DIR}"/{runc-wrapper,containerd,runc,seccomp-profile}.sh \
+  <(echo "${CONTAINERD_VERSION} ${RUNC_VERSION}"))"
 tag="shelljob/kind-base:${key}"
 
 debootstrap_rootfs() {
@@ -65,6 +72,7 @@ kind_files() {
 
   # containerd where kind's unit expects it; Debian's CNI plugins where kind's config expects them.
   install -m 0755 "${containerd}"/containerd "${containerd}"/containerd-shim-runc-v2 "${containerd}"/ctr "${r}/usr/local/bin/"
+  install -D -m 0755 "${runc}/runc" "${r}/usr/local/sbin/runc"
   install -d "${r}/opt/cni/bin"
   local p
   for p in "${r}"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "${p}")" "${r}/opt/cni/bin/"; done
@@ -79,6 +87,7 @@ shelljob_changes() {
   sed -i "/SystemdCgroup = true/a\\    BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml"
   grep -q "BinaryName = \"${WRAPPER}\"" "${r}/etc/containerd/config.toml" || die "could not set BinaryName"
   sed -i 's/^KUBELET_EXTRA_ARGS=.*/& --fail-cgroupv1=false/' "${r}/etc/default/kubelet"
+  install -D -m 0644 "${seccomp}" "${r}/var/lib/kubelet/seccomp/shelljob/worker.json"
   # No CNI config: kind-up.sh writes each node's own, from the podCIDR the
   # controller manager gives it, so the node is NotReady until then.
   install -d "${r}/etc/cni/net.d"
@@ -94,6 +103,8 @@ import_rootfs() {
 build() {
   apt_install debootstrap jq
   containerd="$("${HACK_DIR}/containerd.sh")"
+  runc="$("${HACK_DIR}/runc.sh")"
+  seccomp="$("${HACK_DIR}/seccomp-profile.sh")"
   rootfs="${SHELLJOB_CACHE}/rootfs/kind-base-${key}"
   rm -rf "${rootfs}"
   mkdir -p "${rootfs}" "${SHELLJOB_CACHE}/logs"

@@ -5,7 +5,10 @@
 #     non-root), answers `kubectl exec … -- zsh -c 'echo ok'`, and reaches
 #     every CoreDNS pod (on whichever node it runs) and the API server's
 #     Service over the pod network;
-#   - a privileged pod of the same image runs, and can do what needs privileges (mount).
+#   - a privileged pod of the same image runs, and can do what needs privileges (mount);
+#   - a pod in a user namespace (hostUsers: false) runs as the worker pods
+#     do: root in it is not the node's, with an unmasked /proc and the
+#     workers' seccomp profile (hack/seccomp-profile.sh).
 # The node runs stock containerd, which never stops an exec whose client went
 # away; shelljob's own guarantee there (a job whose readers all left still
 # ends, and leaves no process once stopped) is checked by the e2e suite.
@@ -60,6 +63,24 @@ spec:
     image: ${worker}
     imagePullPolicy: Never
     securityContext: {privileged: true, runAsUser: 0}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: userns}
+spec:
+  hostUsers: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: ${worker}
+    imagePullPolicy: Never
+    command: [zsh, -c, 'exec sleep 100000']
+    securityContext:
+      runAsUser: 0
+      allowPrivilegeEscalation: false
+      procMount: Unmasked
+      capabilities: {drop: [ALL], add: [CHOWN, KILL, SETGID, SETUID]}
+      seccompProfile: {type: Localhost, localhostProfile: shelljob/worker.json}
 YAML
   mapfile -t workers < <(kubectl -n "${ns}" get pods -o name | grep '/worker-' | sed 's|^pod/||')
   kubectl -n "${ns}" wait --for=condition=Ready pod --all --timeout=120s >&2
@@ -97,6 +118,11 @@ check() {
   kubectl -n "${ns}" exec privileged -- sh -c 'mount -t tmpfs none /mnt && umount /mnt' ||
     die "the privileged pod cannot mount"
   log "privileged: mount works; $(kubectl -n "${ns}" exec privileged -- grep CapBnd /proc/self/status)"
+  local map
+  map="$(kubectl -n "${ns}" exec userns -- cat /proc/self/uid_map | tr -s ' ')"
+  [[ "${map}" =~ ^\ ?0\ ([0-9]+)\ 65536$ && "${BASH_REMATCH[1]}" != 0 ]] ||
+    die "the pod with hostUsers: false is not in a user namespace of its own: uid_map '${map}'"
+  log "userns: uid_map '${map}'"
 }
 
 cleanup() { kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1 || true; }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,22 @@ func Command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), asAgent+"=1")
 	return cmd
+}
+
+// forkSlices counts the daemons ForkUIDs gave users to.
+var forkSlices atomic.Int64
+
+// ForkUIDs is the agent's flag that gives a daemon Fork users of its own:
+// the daemons of a test, and of the test processes of one `go test ./...`,
+// run jobs on one machine at once, and an ended job's user has its
+// processes killed and its files in /tmp removed, which must be no other
+// daemon's job's. Each call gives the next slice, from one that depends on
+// the process.
+func ForkUIDs() string {
+	const slice = 200
+	n := int64(agent.ForkUIDCount / slice)
+	first := agent.ForkUIDBase + int((int64(os.Getpid())*7+forkSlices.Add(1))%n)*slice
+	return fmt.Sprintf("--fork-uids=%d-%d", first, first+slice-1)
 }
 
 // NeedZsh fails the test when zsh, the shell of the jobs, is missing.
@@ -101,7 +118,7 @@ func serve(t testing.TB, dir, name string, args ...string) (*Process, error) {
 			t.Logf("log of %s:\n%s", name, logs.String())
 		}
 	})
-	cmd := Command(append([]string{"serve", "--spool-dir", dir}, args...)...)
+	cmd := Command(append([]string{"serve", "--spool-dir", dir, ForkUIDs()}, args...)...)
 	cmd.Stderr = logs
 	return start(cmd, agent.SocketPath(dir))
 }

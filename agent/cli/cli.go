@@ -32,6 +32,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent follow --job J|- [--offset N|-1] [--framed|--text=escaped|rendered] [--watch-stdin]   -1: await the start; -: J on stdin
        shelljob-agent put-files --job J      tar on stdin
        shelljob-agent get-files --job J      tar on stdout
+       shelljob-agent delivered --job J      J was delivered: its spool may go for room
        shelljob-agent ping                   exit 0 once the daemon answers
        shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
@@ -56,6 +57,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdGetFiles: getFiles,
 		agentapi.CmdPing:     ping,
 		agentapi.CmdControl:  control,
+		agentapi.CmdDelivered: func(e *env, args []string) error {
+			return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error { return c.Delivered(ctx, job) })
+		},
+		// The agent's own, run by the daemon: a job's PID 1, and the
+		// killer of an ended job's leftovers.
+		agent.InitCommand:     jobInit,
+		agent.KillUserCommand: func(*env, []string) error { return agent.KillUser() },
 	}[cmd]
 	if run == nil {
 		fmt.Fprint(stderr, usage)
@@ -176,6 +184,27 @@ func serve(e *env, args []string) error {
 		}
 		return fmt.Errorf("not auto, required or off")
 	})
+	fs.Func("fork-uids", "FIRST-LAST: the users of Fork jobs (default "+agent.DefaultForkUIDs.String()+")", func(v string) error {
+		r, err := agent.ParseUIDRange(v)
+		opts.ForkUIDs = r
+		return err
+	})
+	fs.Func("namespaces", "auto or off: whether isolated jobs run in namespaces of their own where the worker allows it (default auto)", func(v string) error {
+		switch v {
+		case "auto":
+			opts.NoNamespaces = false
+		case "off":
+			opts.NoNamespaces = true
+		default:
+			return fmt.Errorf("not auto or off")
+		}
+		return nil
+	})
+	fs.Func("shared-dirs", "comma-separated places every user may write, which an ended Fork job's files go from (default: the image's world-writable directories as PID 1, else /tmp,/var/tmp,/dev/shm)", func(v string) error {
+		opts.SharedDirs = strings.Split(v, ",")
+		return nil
+	})
+	fs.Int64Var(&opts.SpoolSizeLimit, "spool-size-limit", 0, "the spool volume's size in bytes, below which the spools are kept (default $"+agentapi.SpoolSizeLimitEnv+"; 0: no budget)")
 	fs.StringVar(&opts.ReadyAddr, "ready-addr", "", "serve GET "+agentapi.ReadyPath+" on this TCP address, such as :8079 (default none)")
 	fs.DurationVar(&opts.Retention, "retention", agent.DefaultRetention, "how long an ended job's spool stays; negative: forever")
 	fs.DurationVar(&opts.OrphanGrace, "orphan-grace", agent.DefaultOrphanGrace, "how long output may stay open after the job's group is empty")
@@ -204,6 +233,21 @@ func serve(e *env, args []string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
 	return agent.New(opts).Run(logr.NewContext(ctx, opts.Logger))
+}
+
+// jobInit is a job's PID 1 (agent.RunInit).
+func jobInit(e *env, args []string) error {
+	fs := flag.NewFlagSet(agent.InitCommand, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	specFD := fs.Int("spec-fd", -1, "the descriptor of the init's spec")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *specFD < 3 {
+		return usageError{errors.New("--spec-fd is required")}
+	}
+	os.Exit(agent.RunInit(*specFD))
+	return nil
 }
 
 func ping(e *env, args []string) error {

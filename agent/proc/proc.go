@@ -22,6 +22,9 @@ const reapPoll = time.Second
 // Status is how a process ended.
 type Status struct{ ws syscall.WaitStatus }
 
+// FromWaitStatus is the Status of wait status ws.
+func FromWaitStatus(ws syscall.WaitStatus) Status { return Status{ws} }
+
 // Code is the exit status as a shell reports it: the exit code, or 128+N
 // after signal N.
 func (s Status) Code() int {
@@ -138,18 +141,12 @@ func GroupEmpty(pgid, except int) bool {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return true
 	}
-	d, err := os.Open("/proc")
-	if err != nil {
+	all := pids()
+	if all == nil {
 		return false
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return false
-	}
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == except {
+	for _, pid := range all {
+		if pid == except {
 			continue
 		}
 		state, pgrp, ok := stat(pid)
@@ -160,21 +157,80 @@ func GroupEmpty(pgid, except int) bool {
 	return true
 }
 
+// ChildOf returns a child of ppid, a zombie one included, and false if it
+// has none.
+func ChildOf(ppid int) (int, bool) {
+	for _, pid := range pids() {
+		if st, ok := readStat(pid); ok && st.ppid == ppid {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
+// pids lists the processes in /proc.
+func pids() []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	out := make([]int, 0, len(names))
+	for _, name := range names {
+		if pid, err := strconv.Atoi(name); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // stat reads the state and process group of pid from /proc/PID/stat.
 func stat(pid int) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, ok := readStat(pid)
+	return st.state, st.pgrp, ok
+}
+
+// Owner returns the user and session of live process pid; false for a
+// zombie or a process that is gone.
+func Owner(pid int) (uid, sid int, ok bool) {
+	st, ok := readStat(pid)
+	if !ok || st.state == 'Z' || st.state == 'X' {
+		return 0, 0, false
+	}
+	fi, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	if err != nil {
 		return 0, 0, false
+	}
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(sys.Uid), st.session, true
+}
+
+// procStat is what the agent reads of /proc/PID/stat.
+type procStat struct {
+	state               byte
+	ppid, pgrp, session int
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
 	}
 	// "pid (comm) state ppid pgrp ...": comm may hold anything, even ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
+	if len(f) < 4 || len(f[0]) != 1 {
+		return procStat{}, false
 	}
-	pgrp, err = strconv.Atoi(string(f[2]))
-	return f[0][0], pgrp, err == nil
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	session, err3 := strconv.Atoi(string(f[3]))
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, session: session}, err1 == nil && err2 == nil && err3 == nil
 }

@@ -42,6 +42,13 @@ const (
 	DefaultChunkBytes     = 1 << 20
 )
 
+// MaxDisk is the most disk a spool of these limits takes: what it keeps,
+// and a chunk at either end of the gap, partly kept.
+func (l Limits) MaxDisk() int64 {
+	l = l.withDefaults()
+	return l.HeadBytes + l.TailBytes + l.AfterStopBytes + 2*l.ChunkBytes
+}
+
 func (l Limits) withDefaults() Limits {
 	if l.HeadBytes <= 0 {
 		l.HeadBytes = DefaultHeadBytes

@@ -261,6 +261,10 @@ const (
 	// ServiceAccount that the operator may not give workers, so the job
 	// waits until the pool or the operator's configuration changes.
 	ShellJobScheduledReasonServiceAccountNotAllowed = "ServiceAccountNotAllowed"
+	// ShellJobScheduledReasonSpoolFull: the workers the job could go to
+	// have no room left in their spools, full of output not delivered yet;
+	// it waits until deliveries free some room.
+	ShellJobScheduledReasonSpoolFull = "SpoolFull"
 )
 
 // ShellJobStatus holds small facts about a job. Its output is never stored

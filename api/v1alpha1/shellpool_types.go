@@ -137,6 +137,15 @@ type OldRevision struct {
 const (
 	// ShellPoolAvailable is True when every worker of the current revision is ready.
 	ShellPoolAvailable = "Available"
+	// ShellPoolJobsIsolated is True when every worker of the current
+	// revision that reported runs each job in namespaces of its own (no job
+	// sees another's processes), False when one does not, and Unknown
+	// while none reported.
+	ShellPoolJobsIsolated = "JobsIsolated"
+	// ShellPoolSpoolRoom is True when every worker of the current revision
+	// has room in its spool for another job, False when one is full of
+	// output not delivered yet and takes no new job.
+	ShellPoolSpoolRoom = "SpoolRoom"
 )
 
 // Reasons of the ShellPool conditions.
@@ -150,6 +159,21 @@ const (
 	// ServiceAccount that the operator may not give workers, so it makes
 	// none.
 	ShellPoolAvailableReasonServiceAccountNotAllowed = "ServiceAccountNotAllowed"
+	// ShellPoolJobsIsolatedReasonNamespaces: each job runs in user, PID,
+	// mount and IPC namespaces of its own.
+	ShellPoolJobsIsolatedReasonNamespaces = "Namespaces"
+	// ShellPoolJobsIsolatedReasonProcessesVisible: some worker runs jobs in
+	// the pod's namespaces, where each sees the others' processes and
+	// command lines; the message says why.
+	ShellPoolJobsIsolatedReasonProcessesVisible = "ProcessesVisible"
+	// ShellPoolJobsIsolatedReasonNotReported: no worker's agent reported
+	// yet, or they are older than the report.
+	ShellPoolJobsIsolatedReasonNotReported = "NotReported"
+	// ShellPoolSpoolRoomReasonRoom: every worker has room.
+	ShellPoolSpoolRoomReasonRoom = "Room"
+	// ShellPoolSpoolRoomReasonSpoolFull: some workers are full, and take
+	// no new job until output is delivered.
+	ShellPoolSpoolRoomReasonSpoolFull = "SpoolFull"
 )
 
 // ShellPoolStatus counts the pool's workers and jobs.
@@ -195,7 +219,7 @@ type ShellPoolStatus struct {
 	// +listMapKey=revision
 	OldRevisions []OldRevision `json:"oldRevisions,omitempty"`
 
-	// Conditions: Available.
+	// Conditions: Available, JobsIsolated, SpoolRoom.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

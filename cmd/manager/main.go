@@ -51,6 +51,7 @@ func run() int {
 		policies               controllers.NetworkPolicyOptions
 		workersEgress          string
 		podCIDRs, deniedCIDRs  string
+		workerSecurity         controllers.WorkerSecurity
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -90,6 +91,12 @@ func run() int {
 			"Empty: the nodes' spec.podCIDRs; where those are unknown, the policies admit nothing and say why.")
 	flag.StringVar(&deniedCIDRs, "workers-denied-cidrs", "",
 		"Comma-separated CIDRs refused to the workers beside the link-local ranges and the nodes' addresses.")
+	flag.BoolVar(&workerSecurity.UserNamespaces, "worker-user-namespaces", false,
+		"Run each worker pod in a user namespace of its own (hostUsers: false) with an unmasked /proc, so that its agent may give each job "+
+			"PID and mount namespaces of its own: Kubernetes 1.36 or later, runc 1.2 or later.")
+	flag.StringVar(&workerSecurity.SeccompProfile, "worker-seccomp-profile", "",
+		"The worker pods' Localhost seccomp profile, below the kubelet's seccomp directory (such as shelljob/worker.json), which lets "+
+			"the agent make each job's namespaces; every node must have it. Empty: RuntimeDefault, and jobs run in the pod's namespaces.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -173,6 +180,7 @@ func run() int {
 		Agent:                  agent,
 		WorkerNamespace:        workerNS,
 		WorkerImage:            workerImage,
+		WorkerSecurity:         workerSecurity,
 		AllowedServiceAccounts: allowed,
 		OperatorServiceAccount: self,
 		JobTTL:                 jobTTL,

@@ -21,6 +21,10 @@ const (
 	// ShellEnv names the shell of jobs whose StartRequest names none (the
 	// pool's); DefaultShell when unset.
 	ShellEnv = "SHELLJOB_SHELL"
+	// SpoolSizeLimitEnv is the sizeLimit of the spool's emptyDir, in
+	// bytes, which the operator sets in each worker pod: the agent keeps
+	// the spools within a budget below it (see Event.Worker).
+	SpoolSizeLimitEnv = "SHELLJOB_SPOOL_SIZE_LIMIT"
 )
 
 // The rest of the worker pod's contract, which the operator's pod template
@@ -52,6 +56,11 @@ const (
 // its absence as an older agent's.
 //
 // Version 2 added the control subcommand and follow's AwaitStart.
+//
+// Within version 2, later agents added the delivered subcommand (and its
+// control operation) and EventWorker. They need no new version: a caller
+// drops an event type it does not know, and an older agent answers the
+// subcommand with ExitUsage, and the operation with an error.
 const ProtocolVersion = 2
 
 // Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
@@ -68,6 +77,8 @@ const ProtocolVersion = 2
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
 //	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
+//	delivered  --job; the job's output and files were delivered to their
+//	           reader: its spool may go once the worker needs the room.
 //	control    the warm control channel: stdin: ControlRequest JSON lines;
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
@@ -86,6 +97,9 @@ const (
 	CmdGetFiles = "get-files"
 	CmdPing     = "ping"
 	CmdControl  = "control"
+	// CmdDelivered is the delivered subcommand, and the control operation
+	// of the same name (ControlRequest.Job).
+	CmdDelivered = "delivered"
 )
 
 // AwaitStart, passed as follow's offset, makes it wait for the job to
@@ -218,6 +232,10 @@ const (
 	// (ErrStreamIdle). Callers drop it; an older one, which knows no such
 	// type, finds no job of its empty Job and drops it too.
 	EventKeepalive EventType = "keepalive"
+	// EventWorker: the worker's own state (Worker set), in the snapshot
+	// before EventSynced and again whenever it changes. Job is empty, so
+	// a caller that knows no such type drops it as a keepalive.
+	EventWorker EventType = "worker"
 )
 
 // EventsKeepalive is how often a quiet event stream gets an
@@ -255,7 +273,44 @@ type Event struct {
 	// nil from an agent that does not count them, or when counting failed:
 	// GetFiles tells then.
 	Files *Files `json:"files,omitempty"`
+	// Worker is set on EventWorker.
+	Worker *Worker `json:"worker,omitempty"`
 }
+
+// Worker is the state of a worker's agent that decides what it may run.
+type Worker struct {
+	// Isolation says how jobs are kept apart there.
+	Isolation Isolation `json:"isolation"`
+	// IsolationLimit says, when Isolation is not IsolationNamespaces, why
+	// not, and what a job there can see of the others.
+	IsolationLimit string `json:"isolationLimit,omitempty"`
+	// SpoolFull is set while the spools of jobs not yet delivered leave
+	// no room within SpoolBudget for the output of one more job: the
+	// worker must take no new job until deliveries free some room.
+	SpoolFull bool `json:"spoolFull,omitempty"`
+	// SpoolBytes is the disk the spools take; SpoolBudget what the agent
+	// keeps them within, below the spool volume's sizeLimit (0: no budget
+	// known).
+	SpoolBytes  int64 `json:"spoolBytes,omitempty"`
+	SpoolBudget int64 `json:"spoolBudget,omitempty"`
+}
+
+// Isolation is how a worker keeps its jobs apart.
+type Isolation string
+
+const (
+	// IsolationNamespaces: each job runs as a user of its own, in user,
+	// PID, mount and IPC namespaces of its own (the Stateful shell in
+	// one of its own too): no job sees another's processes or command
+	// lines, and a job's processes all end with it.
+	IsolationNamespaces Isolation = "Namespaces"
+	// IsolationUsers: each job runs as a user of its own, in the pod's
+	// namespaces: a job cannot read, signal or write into another, but
+	// sees the other jobs' processes and command lines in /proc.
+	IsolationUsers Isolation = "Users"
+	// IsolationNone: every job runs as the agent's own user.
+	IsolationNone Isolation = "None"
+)
 
 // Files counts the regular files of a job's $SHELLJOB_OUT, in every
 // subdirectory, and their bytes: what GetFiles would send beside
@@ -308,15 +363,20 @@ type Client interface {
 	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
 	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream.
 	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+	// Delivered tells the agent that the job's output and files reached
+	// their reader: its spool may go once the worker needs the room. It is
+	// idempotent. An agent older than it fails with an error that wraps
+	// ErrUsage.
+	Delivered(ctx context.Context, pod types.NamespacedName, job string) error
 }
 
 // ControlRequest is one line on the control channel's stdin, answered by
-// the ControlMessages with the same ID: a start or a signal, answered
-// once; a follow, answered by its stream; or the cancel of a follow (ID is
+// the ControlMessages with the same ID: a start, a signal or a delivered,
+// answered once (an empty answer for delivered); a follow, answered by its stream; or the cancel of a follow (ID is
 // the follow's), not answered.
 type ControlRequest struct {
 	ID uint64 `json:"id"`
-	// Op is CmdStart, CmdSignal, CmdFollow or OpCancel.
+	// Op is CmdStart, CmdSignal, CmdDelivered, CmdFollow or OpCancel.
 	Op     string        `json:"op"`
 	Start  *StartRequest `json:"start,omitempty"`
 	Job    string        `json:"job,omitempty"`

@@ -255,6 +255,19 @@ func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job strin
 	return resp, nil
 }
 
+// Delivered implements agentapi.Client.
+func (c *Client) Delivered(ctx context.Context, pod types.NamespacedName, job string) error {
+	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdDelivered, Job: job}); ok {
+		if err != nil && m.Code == 1 && strings.HasPrefix(m.Error, "unknown control operation") {
+			// An agent older than the operation, whose exec would not
+			// know the subcommand either.
+			return fmt.Errorf("%w: %w", err, agentapi.ErrUsage)
+		}
+		return err
+	}
+	return c.exec(ctx, pod, argv(agentapi.CmdDelivered, flag(agentapi.FlagJob, job)), nil, io.Discard)
+}
+
 // stream execs a long-lived subcommand whose stdout read consumes. Its
 // stdin stays open until the stream ends, so that the agent's subcommand,
 // run with --watch-stdin, ends with the exec. watch, unless nil, sees the

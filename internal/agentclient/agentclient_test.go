@@ -244,7 +244,7 @@ func TestOverWebSocket(t *testing.T) {
 			kinds = append(kinds, string(e.Type)+":"+e.Job)
 		}
 	}
-	want := []string{"synced:", "started:seq", "exited:seq", "started:sleep", "exited:sleep"}
+	want := []string{"worker:", "synced:", "started:seq", "exited:seq", "started:sleep", "exited:sleep"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("events %v, want %v", kinds, want)
 	}

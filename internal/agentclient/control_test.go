@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -340,5 +342,46 @@ func TestFollowText(t *testing.T) {
 				t.Errorf("execs of an old agent's second text: %q, want its refusal and a follow", more)
 			}
 		})
+	}
+}
+
+// TestDelivered: a delivery mark goes over the warm channel while it is up,
+// through an exec of its own otherwise, and reaches the job's spool; an
+// agent older than the mark answers ErrUsage.
+func TestDelivered(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	warm := newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	events := runEvents(ctx, warm)
+	events.waitSynced(t)
+	for _, job := range []string{"d1", "d2"} {
+		if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: "true"}); err != nil {
+			t.Fatal(err)
+		}
+		events.exited(t, job)
+	}
+	marked := func(job string) bool {
+		_, err := os.Stat(filepath.Join(dir, "jobs", job, "delivered"))
+		return err == nil
+	}
+	if err := warm.Delivered(ctx, pod, "d1"); err != nil || !marked("d1") {
+		t.Fatalf("delivered over the channel: %v, marked %v", err, marked("d1"))
+	}
+	if n := count(f.ran(), agentapi.CmdDelivered); n != 0 {
+		t.Errorf("%d delivered execs with the channel up", n)
+	}
+	cold := newClient(t, srv.URL, Options{})
+	if err := cold.Delivered(ctx, pod, "d2"); err != nil || !marked("d2") {
+		t.Fatalf("delivered through an exec: %v, marked %v", err, marked("d2"))
+	}
+	if n := count(f.ran(), agentapi.CmdDelivered); n != 1 {
+		t.Errorf("%d delivered execs without a channel, want 1", n)
+	}
+	oldSrv, old := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	old.refuse = map[string]int{agentapi.CmdDelivered: agentapi.ExitUsage}
+	if err := newClient(t, oldSrv.URL, Options{}).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
+		t.Errorf("delivered on an older agent: %v, want ErrUsage", err)
 	}
 }

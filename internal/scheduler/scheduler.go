@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -27,6 +28,9 @@ type Worker struct {
 	Revision string
 	// Ready is true when the pod is ready and not being deleted.
 	Ready bool
+	// SpoolFull is true when the worker's agent said its spool has no
+	// room for another job's output: it takes none.
+	SpoolFull bool
 }
 
 // Job is one unfinished job of the pool.
@@ -100,8 +104,13 @@ type Assignment struct {
 // why. The result is in FIFO order.
 func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 	eligible := make([]Worker, 0, len(workers))
+	var full []string
 	for _, w := range workers {
 		if w.Ready && w.Revision == pool.Revision && w.Index >= 0 && w.Index < pool.Replicas {
+			if w.SpoolFull {
+				full = append(full, w.Name)
+				continue
+			}
 			eligible = append(eligible, w)
 		}
 	}
@@ -114,11 +123,15 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 	slices.SortFunc(queue, Compare)
 	out := make([]Assignment, 0, len(queue))
 	if len(eligible) == 0 {
+		d := Decision{
+			Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
+			Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
+		}
+		if len(full) > 0 {
+			d = spoolFull(full)
+		}
 		for _, q := range queue {
-			out = append(out, Assignment{Job: q.Name, Decision: Decision{
-				Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
-				Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
-			}})
+			out = append(out, Assignment{Job: q.Name, Decision: d})
 		}
 		return out
 	}
@@ -141,7 +154,12 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 			w, ok = pick(mode, pool, eligible, loads)
 		}
 		if !ok {
-			out = append(out, Assignment{Job: q.Name, Decision: waiting(mode, pool)})
+			d := waiting(mode, pool)
+			if mode == shellv1alpha1.ModeStateful && slices.Contains(full, statefulName(workers, pool)) ||
+				mode == shellv1alpha1.ModeFork && len(full) > 0 {
+				d = spoolFull(full)
+			}
+			out = append(out, Assignment{Job: q.Name, Decision: d})
 			continue
 		}
 		out = append(out, Assignment{Job: q.Name, Decision: assigned(w, loads[w.Name])})
@@ -221,6 +239,27 @@ func assigned(w Worker, l Load) Decision {
 		msg = fmt.Sprintf("assigned to worker %s, which runs %d other job(s)", w.Name, l.Jobs)
 	}
 	return Decision{Pod: w.Name, Reason: shellv1alpha1.ShellJobScheduledReasonAssigned, Message: msg}
+}
+
+// spoolFull is the decision of a job that waits while the workers full
+// take nothing.
+func spoolFull(full []string) Decision {
+	return Decision{
+		Reason: shellv1alpha1.ShellJobScheduledReasonSpoolFull,
+		Message: fmt.Sprintf("waiting for a worker with room: the spools of %s are full of output not delivered yet, and take no new job until some is",
+			strings.Join(full, ", ")),
+	}
+}
+
+// statefulName is the name of the pool's stateful worker, "" if none is
+// of the current revision.
+func statefulName(workers []Worker, pool Pool) string {
+	for _, w := range workers {
+		if w.Index == pool.StatefulWorker && w.Revision == pool.Revision {
+			return w.Name
+		}
+	}
+	return ""
 }
 
 func waiting(mode shellv1alpha1.ShellJobMode, pool Pool) Decision {

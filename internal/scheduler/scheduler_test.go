@@ -27,6 +27,14 @@ func workers(rev string, n int) []Worker {
 
 func name(rev string, i int) string { return "p-" + rev + "-" + string(rune('0'+i)) }
 
+// full marks the workers of indexes full.
+func full(ws []Worker, indexes ...int) []Worker {
+	for _, i := range indexes {
+		ws[i].SpoolFull = true
+	}
+	return ws
+}
+
 func job(n string, mode shellv1alpha1.ShellJobMode, at int, pod string) Job {
 	return Job{Name: n, Mode: mode, Created: t0.Add(time.Duration(at) * time.Second), Pod: pod}
 }
@@ -44,6 +52,36 @@ func TestPlace(t *testing.T) {
 			job:     job("a", fork, 0, ""),
 			workers: workers("r1", 3),
 			want:    Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"},
+		},
+		"fork skips a worker whose spool is full": {
+			job:     job("a", fork, 0, ""),
+			workers: full(workers("r1", 3), 1),
+			want:    Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
+		},
+		"fork waits, saying why, when the free workers are full": {
+			job:     job("b", fork, 1, ""),
+			workers: full(workers("r1", 3), 1, 2),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0")},
+			want: Decision{Reason: "SpoolFull", Message: "waiting for a worker with room: the spools of p-r1-1, p-r1-2 are full " +
+				"of output not delivered yet, and take no new job until some is"},
+		},
+		"direct waits when every worker is full": {
+			job:     job("a", direct, 0, ""),
+			workers: full(workers("r1", 2), 0, 1),
+			want: Decision{Reason: "SpoolFull", Message: "waiting for a worker with room: the spools of p-r1-0, p-r1-1 are full " +
+				"of output not delivered yet, and take no new job until some is"},
+		},
+		"direct goes beside a running job rather than to a full worker": {
+			job:     job("b", direct, 1, ""),
+			workers: full(workers("r1", 2), 1),
+			jobs:    []Job{job("a", fork, 0, "p-r1-0")},
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0, which runs 1 other job(s)"},
+		},
+		"stateful waits while the stateful worker is full": {
+			job:     job("a", stateful, 0, ""),
+			workers: full(workers("r1", 3), 0),
+			want: Decision{Reason: "SpoolFull", Message: "waiting for a worker with room: the spools of p-r1-0 are full " +
+				"of output not delivered yet, and take no new job until some is"},
 		},
 		"fork takes the stateful worker last": {
 			job:     job("c", fork, 2, ""),

@@ -241,6 +241,12 @@ func SetAvailableCondition(p *shellv1alpha1.ShellPool, now time.Time, status met
 	return setCondition(&p.Status.Conditions, p.Generation, now, shellv1alpha1.ShellPoolAvailable, status, reason, msg)
 }
 
+// SetPoolCondition sets condition typ of a pool (ShellPoolJobsIsolated,
+// ShellPoolSpoolRoom), and reports whether it changed.
+func SetPoolCondition(p *shellv1alpha1.ShellPool, now time.Time, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+	return setCondition(&p.Status.Conditions, p.Generation, now, typ, status, reason, msg)
+}
+
 // setCondition sets a condition as CAPI's conditions.Set does: it stamps
 // ObservedGeneration, cuts the message to the API's limit, truncates the
 // transition time to seconds (what the API keeps), and changes nothing when
