@@ -174,11 +174,11 @@ const commandFD = 3
 // descriptor before the command runs. zsh reads it itself; another shell
 // through cat.
 func shellArgv(shell string) []string {
-	read := `"$(cat <&3)"`
+	read := fmt.Sprintf(`"$(cat <&%d)"`, commandFD)
 	if filepath.Base(shell) == "zsh" {
-		read = `"$(<&3)"`
+		read = fmt.Sprintf(`"$(<&%d)"`, commandFD)
 	}
-	return []string{filepath.Base(shell), "-c", "eval " + read + " 3<&-"}
+	return []string{filepath.Base(shell), "-c", fmt.Sprintf("eval %s %d<&-", read, commandFD)}
 }
 
 // startFork runs the command in SHELL in a new session, the command on
