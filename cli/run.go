@@ -111,12 +111,17 @@ func (r *runner) create(ctx context.Context, req jobRequest) (*shellv1alpha1.She
 // origin policy): the CLI then asks who it is and names the user itself.
 // Either way the cluster checks it: the CLI's own idea is not trusted.
 func (r *runner) createJob(ctx context.Context, sj *shellv1alpha1.ShellJob) (*shellv1alpha1.ShellJob, error) {
-	created, err := r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+	var created *shellv1alpha1.ShellJob
+	create := func() (err error) {
+		created, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+		return err
+	}
+	err := shelljob.CreateQuotaCounted(ctx, create)
 	if err != nil && r.user == "" && needsUser(err) && r.cluster.WhoAmI != nil {
 		if sj.Spec.Origin.User, err = r.cluster.WhoAmI(ctx); err != nil {
 			return nil, err
 		}
-		created, err = r.cluster.Jobs.Create(ctx, sj, metav1.CreateOptions{})
+		err = shelljob.CreateQuotaCounted(ctx, create)
 	}
 	if q, ok := shelljob.QuotaFull(err); ok {
 		return nil, fmt.Errorf("create shelljob in namespace %s: %w", sj.Namespace, q)

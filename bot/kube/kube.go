@@ -58,7 +58,7 @@ func (c *Cluster) Submit(ctx context.Context, name string, spec shellv1alpha1.Sh
 	if sj.Name == "" {
 		sj.GenerateName = "tg-"
 	}
-	err := c.Client.Create(ctx, sj)
+	err := shelljob.CreateQuotaCounted(ctx, func() error { return c.Client.Create(ctx, sj) })
 	if kubeutil.IsPassing(err) && sj.Name != "" {
 		// A create that timed out may have been carried out: the job is
 		// then ours, and is followed rather than reported as not made.

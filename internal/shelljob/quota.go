@@ -1,10 +1,12 @@
 package shelljob
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,4 +79,37 @@ func quantity(list string) int64 {
 		}
 	}
 	return -1
+}
+
+// QuotaPending tells whether err, from a create, is the refusal of an API
+// server whose ResourceQuota controller has not counted the namespace yet
+// ("status unknown for quota", as just after the chart installs its
+// quota): nothing was made, and the same create goes through once it has.
+func QuotaPending(err error) bool {
+	var status apierrors.APIStatus
+	return apierrors.IsForbidden(err) && errors.As(err, &status) &&
+		strings.Contains(status.Status().Message, "status unknown for quota")
+}
+
+// QuotaPendingRetry and QuotaPendingTries bound CreateQuotaCounted's
+// tries: the quota controller counts a new quota within seconds.
+const (
+	QuotaPendingRetry = 500 * time.Millisecond
+	QuotaPendingTries = 20
+)
+
+// CreateQuotaCounted calls create, and calls it again while the API
+// server refuses it for a quota it has not counted yet (QuotaPending), up
+// to QuotaPendingTries times, QuotaPendingRetry apart, or until ctx ends.
+func CreateQuotaCounted(ctx context.Context, create func() error) error {
+	err := create()
+	for try := 1; try < QuotaPendingTries && QuotaPending(err); try++ {
+		select {
+		case <-time.After(QuotaPendingRetry):
+		case <-ctx.Done():
+			return err
+		}
+		err = create()
+	}
+	return err
 }

@@ -1,12 +1,14 @@
 package shelljob
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
 func TestQuotaFull(t *testing.T) {
@@ -53,5 +55,36 @@ func TestQuotaFull(t *testing.T) {
 				t.Errorf("QuotaFull = used %d, limit %d, %q; want %d, %d, %q", q.Used, q.Limit, q.Error(), tc.used, tc.limit, tc.text)
 			}
 		})
+	}
+}
+
+// A create refused for a quota not counted yet is tried again until it
+// goes through; another refusal is not.
+func TestCreateQuotaCounted(t *testing.T) {
+	gr := schema.GroupResource{Group: shellv1alpha1.GroupVersion.Group, Resource: "shelljobs"}
+	pending := apierrors.NewForbidden(gr, "tg-1", errors.New("status unknown for quota: shelljob-shelljobs, resources: count/shelljobs.shell.shelljob.dev"))
+	other := apierrors.NewForbidden(gr, "tg-1", errors.New("no"))
+	for name, tc := range map[string]struct {
+		errs  []error
+		want  error
+		calls int
+	}{
+		"counted at once":      {errs: []error{nil}, calls: 1},
+		"counted on the third": {errs: []error{pending, pending, nil}, calls: 3},
+		"another refusal":      {errs: []error{other}, want: other, calls: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			calls := 0
+			err := CreateQuotaCounted(context.Background(), func() error {
+				calls++
+				return tc.errs[min(calls, len(tc.errs))-1]
+			})
+			if err != tc.want || calls != tc.calls {
+				t.Errorf("err %v after %d calls, want %v after %d", err, calls, tc.want, tc.calls)
+			}
+		})
+	}
+	if !QuotaPending(pending) || QuotaPending(other) {
+		t.Error("QuotaPending")
 	}
 }
