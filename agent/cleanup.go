@@ -175,8 +175,15 @@ func (s sweep) dir(dir string, depth int) error {
 
 // removeOwned removes p, and all below it: a directory is the agent's
 // (owner's, 0700) before it is read, so that nothing in it is closed to
-// the agent.
+// the agent; anything else is the agent's before it goes, as a sticky
+// place that is not the agent's (a user-namespaced pod's /dev/shm, whose
+// owner is no user of the pod) lets only a file's owner remove it.
 func removeOwned(root *os.Root, p string, fi fs.FileInfo, owner cred) error {
+	if !fi.IsDir() {
+		if err := root.Lchown(p, owner.uid, owner.gid); err != nil {
+			return err
+		}
+	}
 	if fi.IsDir() {
 		if err := root.Lchown(p, owner.uid, owner.gid); err != nil {
 			return err

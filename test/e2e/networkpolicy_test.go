@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -199,8 +200,15 @@ func TestNetworkPolicies(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), joining) })
 	const joiningIP = "172.31.255.77"
-	joining.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: joiningIP}}
-	if err := c.Status().Update(ctx, joining); err != nil {
+	// The node controller writes the new node too (its podCIDRs, taints):
+	// set the address on the latest version.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(joining), joining); err != nil {
+			return err
+		}
+		joining.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: joiningIP}}
+		return c.Status().Update(ctx, joining)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, NetworkPolicyTimeout, "the joining node's pod range", func() (bool, string) {
