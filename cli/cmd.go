@@ -2,15 +2,19 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -57,6 +61,10 @@ kubectl does.`,
 	cmd.SetIn(o.In)
 	cmd.SetOut(o.Out)
 	cmd.SetErr(o.ErrOut)
+	var verbosity int
+	cmd.PersistentFlags().IntVarP(&verbosity, "v", "v", 0,
+		"log level of the Kubernetes client's own messages, as kubectl's -v (0: none; the command's errors are always printed)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return clientLogs(verbosity, o.ErrOut) }
 	if o.Cluster == nil {
 		flags := genericclioptions.NewConfigFlags(true)
 		flags.AddFlags(cmd.PersistentFlags())
@@ -83,6 +91,21 @@ kubectl does.`,
 		NewRenderCmd(o.IOStreams),
 	)
 	return cmd
+}
+
+// clientLogs sets where client-go's klog lines go. At level 0 they go
+// nowhere: client-go logs what it also returns (a stream cut by our own
+// cancel logs "Copying stderr failed"), and the command prints the
+// returned error once, in its own words.
+func clientLogs(verbosity int, errOut io.Writer) error {
+	if verbosity <= 0 {
+		klog.SetLogger(logr.Discard())
+		return nil
+	}
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	klog.SetOutput(errOut)
+	return fs.Set("v", strconv.Itoa(verbosity))
 }
 
 // exitCode ends the process with a command's exit code, after the command
