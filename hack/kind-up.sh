@@ -55,6 +55,31 @@ kubeadmConfigPatches:
   # Volume usage is measured every 10 s instead of every minute, so that a
   # worker whose spool outgrows its sizeLimit is evicted soon after.
   volumeStatsAggPeriod: 10s
+# The API server's audit log (hack/audit-policy.yaml): who read a job's
+# output or console, who created, stopped or approved it. The e2e suite
+# reads it from the control-plane node, at AUDIT_LOG.
+kubeadmConfigPatchesJSON6902:
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: ClusterConfiguration
+  patch: |
+    - op: add
+      path: /apiServer/extraArgs/-
+      value: {name: audit-policy-file, value: /etc/kubernetes/audit/policy.yaml}
+    - op: add
+      path: /apiServer/extraArgs/-
+      value: {name: audit-log-path, value: ${AUDIT_LOG}}
+    - op: add
+      path: /apiServer/extraArgs/-
+      value: {name: audit-log-maxsize, value: "100"}
+    - op: add
+      path: /apiServer/extraArgs/-
+      value: {name: audit-log-maxbackup, value: "2"}
+    - op: add
+      path: /apiServer/extraVolumes
+      value:
+      - {name: audit-policy, hostPath: /etc/kubernetes/audit, mountPath: /etc/kubernetes/audit, readOnly: true, pathType: DirectoryOrCreate}
+      - {name: audit-log, hostPath: ${AUDIT_LOG%/*}, mountPath: ${AUDIT_LOG%/*}, pathType: DirectoryOrCreate}
 nodes:
 YAML
   local i role
@@ -62,7 +87,19 @@ YAML
     role=worker
     [[ ${i} -gt 0 ]] || role=control-plane
     printf -- '- role: %s\n  labels:\n    shelljob.dev/kind-config: "%s"\n' "${role}" "$1"
+    [[ ${i} -gt 0 ]] || printf -- '  extraMounts:\n  - {hostPath: "%s", containerPath: /etc/kubernetes/audit/policy.yaml, readOnly: true}\n' "$(audit_policy)"
   done
+}
+
+# audit_policy prints the path of a copy of hack/audit-policy.yaml named by
+# its hash in the cache, the same for every clone, so that the config's hash
+# changes with the policy and not with the clone's path.
+audit_policy() {
+  local hash dir="${SHELLJOB_CACHE}/kind"
+  hash="$(sha256sum < "${HACK_DIR}/audit-policy.yaml" | cut -c1-12)"
+  mkdir -p "${dir}"
+  [[ -f "${dir}/audit-policy-${hash}.yaml" ]] || cp "${HACK_DIR}/audit-policy.yaml" "${dir}/audit-policy-${hash}.yaml"
+  echo "${dir}/audit-policy-${hash}.yaml"
 }
 
 config_hash() { cluster_config "" | sha256sum | cut -c1-12; }

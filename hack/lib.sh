@@ -22,6 +22,8 @@ FAKETG_IMAGE="${FAKETG_IMAGE:-shelljob/faketg}"
 # The kind cluster and its node image (the tag gets a hash of its inputs).
 KIND_CLUSTER="${KIND_CLUSTER:-shelljob}"
 KIND_NODE_REPO="${KIND_NODE_REPO:-shelljob/kind-node}"
+# The API server's audit log, on the control-plane node (hack/kind-up.sh).
+AUDIT_LOG=/var/log/kubernetes/audit/audit.log
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT_DIR="$(cd "${HACK_DIR}/.." && pwd)"
