@@ -224,6 +224,21 @@ pools_ready() {
   done
 }
 
+# quota_counted: the chart's ShellJob quota counted by the quota controller,
+# which on a new cluster starts watching the new kind at its next discovery
+# pass; until then a create is refused ("status unknown for quota"), and
+# the bot and the CLI wait for it (shelljob.CreateQuotaCounted).
+quota_counted() {
+  local quota=shelljob-shelljobs used=""
+  kubectl -n "${STACK_NAMESPACE}" get resourcequota "${quota}" >/dev/null 2>&1 || return 0
+  for _ in $(seq 1 150); do
+    used="$(kubectl -n "${STACK_NAMESPACE}" get resourcequota "${quota}" -o jsonpath='{.status.used.count/shelljobs\.shell\.shelljob\.dev}' 2>/dev/null || true)"
+    [[ -z "${used}" ]] || return 0
+    sleep 2
+  done
+  die "the ResourceQuota ${quota} was not counted within 300 s"
+}
+
 up() {
   step "fake Telegram key" faketg_key
   step "fake Telegram (${FAKETG})" faketg_deploy
@@ -231,6 +246,7 @@ up() {
   step "helm upgrade --install ${RELEASE}" chart
   step "roll out rebuilt images" roll
   step "pools ready" pools_ready
+  step "ShellJob quota counted" quota_counted
 }
 
 with_lock "stack-${KIND_CLUSTER}" up

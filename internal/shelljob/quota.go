@@ -91,19 +91,24 @@ func QuotaPending(err error) bool {
 		strings.Contains(status.Status().Message, "status unknown for quota")
 }
 
-// QuotaPendingRetry and QuotaPendingTries bound CreateQuotaCounted's
-// tries: the quota controller counts a new quota within seconds.
+// QuotaPendingRetry and QuotaPendingWait bound CreateQuotaCounted's
+// tries. The quota controller counts a new quota within seconds on a quiet
+// cluster, but it watches a new kind (count/shelljobs, just after the
+// chart installs its CRDs) only from its next discovery pass, and a loaded
+// control plane was seen taking over a minute: a first command right
+// after an install waits for it rather than fails.
 const (
 	QuotaPendingRetry = 500 * time.Millisecond
-	QuotaPendingTries = 20
+	QuotaPendingWait  = 2 * time.Minute
 )
 
 // CreateQuotaCounted calls create, and calls it again while the API
-// server refuses it for a quota it has not counted yet (QuotaPending), up
-// to QuotaPendingTries times, QuotaPendingRetry apart, or until ctx ends.
+// server refuses it for a quota it has not counted yet (QuotaPending), for
+// up to QuotaPendingWait, QuotaPendingRetry apart, or until ctx ends.
 func CreateQuotaCounted(ctx context.Context, create func() error) error {
+	deadline := time.Now().Add(QuotaPendingWait)
 	err := create()
-	for try := 1; try < QuotaPendingTries && QuotaPending(err); try++ {
+	for QuotaPending(err) && time.Now().Before(deadline) {
 		select {
 		case <-time.After(QuotaPendingRetry):
 		case <-ctx.Done():
