@@ -7,16 +7,15 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/scheduler"
-	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // assumptions remember placements that the cache may not show yet, as
-// Kueue's cache assumes the workloads it admits. The ShellJob reconciler
-// records a placement before its status patch names the pod; the entry
-// goes once the cache shows that pod, or the job finished or went away.
-// Without it, two reconciles a few milliseconds apart could seat two jobs
-// on one worker, or the pool reconciler could retire a worker that a job
-// was just given.
+// Kueue's cache assumes the workloads it admits. The placement (placer)
+// assumes a job's placement before the job's reconcile records it in the
+// status; the entry goes once the cache shows that pod, or the job
+// finished or went away. Without it, two placements a few milliseconds
+// apart could seat two jobs on one worker, or the pool reconciler could
+// retire a worker that a job was just given.
 //
 // Every pool has a lock of its own: a placement holds it from the snapshot
 // to the assumption, and the pool reconciler holds it while it decides
@@ -28,7 +27,7 @@ type assumptions struct {
 
 type poolAssumptions struct {
 	mu   sync.Mutex
-	pods map[types.UID]scheduler.Decision
+	pods map[types.UID]scheduler.Placement
 }
 
 func newAssumptions() *assumptions {
@@ -40,7 +39,7 @@ func (a *assumptions) lock(pool types.NamespacedName) (*poolAssumptions, func())
 	a.mu.Lock()
 	p, ok := a.pools[pool]
 	if !ok {
-		p = &poolAssumptions{pods: map[types.UID]scheduler.Decision{}}
+		p = &poolAssumptions{pods: map[types.UID]scheduler.Placement{}}
 		a.pools[pool] = p
 	}
 	a.mu.Unlock()
@@ -57,22 +56,15 @@ func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Jo
 	for i := range jobs {
 		j := &jobs[i]
 		seen[j.UID] = true
-		pod := j.Status.Pod
+		sj := scheduler.JobOf(j)
 		if assumed, ok := p.pods[j.UID]; ok {
-			if pod == "" {
-				pod = assumed.Pod
+			if sj.Pod == "" {
+				sj.Pod = assumed.Pod
 			} else {
 				delete(p.pods, j.UID)
 			}
 		}
-		out = append(out, scheduler.Job{
-			Name:      j.Name,
-			Mode:      shelljob.Mode(j),
-			Created:   j.CreationTimestamp.Time,
-			Pod:       pod,
-			Stopping:  shelljob.IsStopRequested(j),
-			Preferred: j.Annotations[shellv1alpha1.AnnotationPreferredWorker],
-		})
+		out = append(out, sj)
 	}
 	for uid := range p.pods {
 		if !seen[uid] {
@@ -83,10 +75,10 @@ func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Jo
 }
 
 // assume records where the job was placed.
-func (p *poolAssumptions) assume(uid types.UID, d scheduler.Decision) { p.pods[uid] = d }
+func (p *poolAssumptions) assume(uid types.UID, d scheduler.Placement) { p.pods[uid] = d }
 
 // assumed is where the job was placed, if the cache may not show it.
-func (p *poolAssumptions) assumed(uid types.UID) (scheduler.Decision, bool) {
+func (p *poolAssumptions) assumed(uid types.UID) (scheduler.Placement, bool) {
 	d, ok := p.pods[uid]
 	return d, ok
 }

@@ -13,28 +13,35 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// held counts, by map, what the reconciler holds in memory of jobs.
+// held counts what the reconciler holds in memory of jobs: the jobs it
+// remembers (uids), of them those with each kind of memory, the
+// placements assumed and the jobs queued.
 func (r *ShellJobReconciler) held() map[string]int {
-	r.mu.Lock()
-	out := map[string]int{"uids": len(r.uids), "starts": len(r.starts), "stops": len(r.stops), "placed": len(r.placedAt)}
-	r.mu.Unlock()
-	r.facts.mu.Lock()
-	out["facts"] = len(r.facts.facts)
-	r.facts.mu.Unlock()
-	r.numbers.mu.Lock()
-	out["taken"] = len(r.numbers.taken)
-	r.numbers.mu.Unlock()
-	r.assumed.mu.Lock()
-	pools := make([]*poolAssumptions, 0, len(r.assumed.pools))
-	for _, p := range r.assumed.pools {
+	m := r.memory
+	m.mu.Lock()
+	out := map[string]int{"uids": len(m.jobs), "starts": 0, "stops": 0, "placed": 0, "facts": 0, "taken": 0}
+	for _, j := range m.jobs {
+		for name, has := range map[string]bool{"starts": j.starts > 0, "stops": len(j.stops) > 0,
+			"placed": !j.placedAt.IsZero(), "facts": j.reported, "taken": j.number != 0} {
+			if has {
+				out[name]++
+			}
+		}
+	}
+	m.mu.Unlock()
+	a := r.placement.assumed
+	a.mu.Lock()
+	pools := make([]*poolAssumptions, 0, len(a.pools))
+	for _, p := range a.pools {
 		pools = append(pools, p)
 	}
-	r.assumed.mu.Unlock()
+	a.mu.Unlock()
 	for _, p := range pools {
 		p.mu.Lock()
 		out["assumed"] += len(p.pods)
 		p.mu.Unlock()
 	}
+	out["queued"] = r.queues.Len()
 	return out
 }
 

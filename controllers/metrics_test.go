@@ -264,9 +264,7 @@ func TestEndCountedOnceAcrossRetries(t *testing.T) {
 		}).Build()
 	r := &ShellJobReconciler{
 		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(16), Clock: clock.RealClock{}, JobTTL: KeepFinishedJobs,
-		assumed: newAssumptions(), facts: newFactStore(), numbers: newNumberer(c, c, c), writes: newWrites(),
-		uids: map[types.NamespacedName]types.UID{}, starts: map[types.UID]int{},
-		stops: map[types.UID][]sentSignal{}, placedAt: map[types.UID]time.Time{},
+		memory: newJobMemory(), numbers: newNumberer(c, c, c), writes: newWrites(),
 	}
 	ended := metrics.JobsFinished.WithLabelValues(pool, string(shellv1alpha1.PhaseStopped), shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun)
 	before := testutil.ToFloat64(ended)

@@ -40,10 +40,12 @@ type numberer struct {
 	// jobs lists the jobs, to start a lost counter above every number used.
 	jobs client.Reader
 
+	// memory holds the numbers given to jobs whose status may not show
+	// them yet, so a retried reconcile reuses its number instead of taking
+	// another.
+	memory *jobMemory
+
 	mu sync.Mutex
-	// taken holds numbers given to jobs whose status may not show them yet,
-	// so a retried reconcile reuses its number instead of taking another.
-	taken map[types.UID]int64
 	// blocks holds, by namespace, the numbers the last counter update took
 	// and that no job got yet. One update takes a number for each job of
 	// the pool that waits for one, so a burst of jobs costs a few counter
@@ -63,25 +65,26 @@ type numberer struct {
 type numberBlock struct{ next, end int64 }
 
 func newNumberer(reader, jobs client.Reader, writer client.Writer) *numberer {
-	return &numberer{reader: reader, jobs: jobs, writer: writer, taken: map[types.UID]int64{},
+	return &numberer{reader: reader, jobs: jobs, writer: writer, memory: newJobMemory(),
 		blocks: map[string]*numberBlock{}, counters: map[string]*corev1.ConfigMap{}}
 }
 
 // number returns the job's number, taking the next one if it has none.
 func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int64, error) {
+	key := client.ObjectKeyFromObject(job)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if job.Status.Number != 0 {
-		delete(n.taken, job.UID)
+		n.memory.setNumber(key, job.UID, 0)
 		return job.Status.Number, nil
 	}
-	if num, ok := n.taken[job.UID]; ok {
+	if num := n.memory.number(key, job.UID); num != 0 {
 		return num, nil
 	}
 	if b := n.blocks[job.Namespace]; b != nil && b.next < b.end {
 		num := b.next
 		b.next++
-		n.taken[job.UID] = num
+		n.memory.setNumber(key, job.UID, num)
 		return num, nil
 	}
 	size := n.waiting(ctx, job)
@@ -89,7 +92,7 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 	for range counterAttempts {
 		var num int64
 		if num, err = n.next(ctx, job.Namespace, size); err == nil {
-			n.taken[job.UID] = num
+			n.memory.setNumber(key, job.UID, num)
 			n.blocks[job.Namespace] = &numberBlock{next: num + 1, end: num + size}
 			return num, nil
 		}
@@ -110,18 +113,11 @@ func (n *numberer) waiting(ctx context.Context, job *shellv1alpha1.ShellJob) int
 	}
 	var k int64
 	for _, j := range jobs {
-		if _, ok := n.taken[j.UID]; !ok && j.Status.Number == 0 && j.UID != job.UID {
+		if j.Status.Number == 0 && j.UID != job.UID && n.memory.number(client.ObjectKeyFromObject(&j), j.UID) == 0 {
 			k++
 		}
 	}
 	return min(k+1, maxNumberBlock)
-}
-
-// forget drops what is known of a job that went away.
-func (n *numberer) forget(uid types.UID) {
-	n.mu.Lock()
-	delete(n.taken, uid)
-	n.mu.Unlock()
 }
 
 // next takes size numbers from the counter and returns the first. It

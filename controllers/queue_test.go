@@ -61,8 +61,8 @@ func TestFreedWorkerUnderALongQueue(t *testing.T) {
 	waitPhase(t, ns, "q000", shellv1alpha1.PhaseRunning)
 	// The busy job's stop, signals and end, the head's placement, start
 	// and Running: a dozen passes. A pass of each queued job would be 100
-	// more (and each re-runs within 30 s, waitingRecheck: the test is
-	// over long before).
+	// more (the placement looks at every queue again within 30 s,
+	// placementRecheck: the test is over long before).
 	n := jobPasses(t) - before
 	t.Logf("%.0f job passes from the stop to the next job's start", n)
 	if n > queued/2 {

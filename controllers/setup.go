@@ -20,6 +20,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/scheduler"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -94,8 +95,10 @@ type Options struct {
 }
 
 // Setup adds the operator to a manager: the cache indexes, the pool and
-// job controllers, and the worker events streams, which share the
-// placement assumptions and the agents' reports.
+// job controllers, the placement of queued jobs (a Runnable, as Kueue's
+// scheduler is), and the worker events streams. The pool reconciler and
+// the placement share the placement assumptions; the job reconciler and
+// the streams the jobs' memory.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	_, err := setup(ctx, mgr, opts)
 	return err
@@ -121,14 +124,15 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		return nil, err
 	}
 	assumed := newAssumptions()
-	facts := newFactStore()
+	memory := newJobMemory()
+	queues := scheduler.NewQueues()
 	agent := countingAgent{Client: opts.Agent}
 	reports := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
-	streams := newWorkerStreams(agent, mgr.GetClient(), facts, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
+	streams := newWorkerStreams(agent, mgr.GetClient(), memory, reports, opts.Clock, mgr.GetLogger().WithName("streams"))
 	workers, poolWakes := newWorkerStates(), make(chan event.TypedGenericEvent[*shellv1alpha1.ShellPool], 64)
 	workers.changed = func(pool types.NamespacedName) {
 		wakePool(poolWakes, pool)
-		streams.wakeQueued(ctx, pool)
+		queues.Wake(pool)
 	}
 	streams.workers = workers
 	if err := mgr.Add(streams); err != nil {
@@ -136,6 +140,24 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	}
 	recorder := mgr.GetEventRecorder(RecorderName)
 	serviceAccounts := ServiceAccountPolicy{Allowed: opts.AllowedServiceAccounts, Operator: opts.OperatorServiceAccount}
+	decisions := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
+	placement := &placer{
+		cache:           mgr.GetClient(),
+		queues:          queues,
+		assumed:         assumed,
+		workers:         workers,
+		recorder:        recorder,
+		notify:          decisions,
+		clock:           opts.Clock,
+		log:             mgr.GetLogger().WithName("placement"),
+		workerNamespace: opts.WorkerNamespace,
+		workerImage:     opts.WorkerImage,
+		workerSecurity:  opts.WorkerSecurity,
+		serviceAccounts: serviceAccounts,
+	}
+	if err := mgr.Add(placement); err != nil {
+		return nil, err
+	}
 	pools := &ShellPoolReconciler{
 		Client:          mgr.GetClient(),
 		Recorder:        recorder,
@@ -159,19 +181,15 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		WorkerNamespace: opts.WorkerNamespace,
 		Agent:           agent,
 		Recorder:        recorder,
-		WorkerImage:     opts.WorkerImage,
-		WorkerSecurity:  opts.WorkerSecurity,
-		ServiceAccounts: serviceAccounts,
 		StopGrace:       opts.StopGrace,
 		DeliveryGrace:   opts.DeliveryGrace,
 		JobTTL:          opts.JobTTL,
 		HoldTimeout:     opts.HoldTimeout,
 		Clock:           opts.Clock,
-		assumed:         assumed,
-		facts:           facts,
-		workers:         workers,
+		placement:       placement,
+		memory:          memory,
 	}
-	if err := jobs.SetupWithManager(mgr, reports); err != nil {
+	if err := jobs.SetupWithManager(mgr, reports, decisions); err != nil {
 		return nil, err
 	}
 	if opts.NetworkPolicies.enabled() {

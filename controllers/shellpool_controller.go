@@ -267,7 +267,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 			continue
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 			r.Recorder.Eventf(pool, pod, corev1.EventTypeWarning, "WorkerFailed", "Replace",
-				"Worker %s ended (%s); making a new one", pod.Name, podEndReason(pod))
+				"Worker %s ended (%s); making a new one", pod.Name, shelljob.PodEndReason(pod))
 			errs = append(errs, r.deletePod(ctx, pod))
 			continue
 		case !isCurrent && idle(pod):
@@ -464,23 +464,6 @@ func workerIndex(pod *corev1.Pod) int32 {
 		return -1
 	}
 	return int32(i)
-}
-
-// podEndReason says why a pod ended, for Events and job messages.
-func podEndReason(pod *corev1.Pod) string {
-	msg := "phase " + string(pod.Status.Phase)
-	if pod.Status.Reason != "" {
-		msg += ", " + pod.Status.Reason
-	}
-	for _, c := range pod.Status.ContainerStatuses {
-		if t := c.State.Terminated; t != nil {
-			msg += fmt.Sprintf(", container %s exited %d", c.Name, t.ExitCode)
-			if t.Reason != "" {
-				msg += " (" + t.Reason + ")"
-			}
-		}
-	}
-	return msg
 }
 
 // SetupWithManager wires the pool controller: pools, their worker pods

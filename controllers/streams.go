@@ -27,157 +27,20 @@ const (
 	streamBackoffMax = 10 * time.Second
 )
 
-// agentFacts is what a worker's agent reported of one job.
-type agentFacts struct {
-	// Job is the job's key, for forgetting it once it is deleted.
-	Job       types.NamespacedName
-	Pod       string
-	PGID      int
-	StartedAt time.Time
-	// Exited is set once the command has ended and its output is closed.
-	Exited   bool
-	ExitCode *int
-	ExitedAt time.Time
-	// Lost is set with Exited when the agent restarted while the command
-	// ran: its exit status is unknown.
-	Lost bool
-	// Unknown is set when the agent's replay did not name a job that had
-	// started on the pod before the stream opened: its spool is gone.
-	Unknown bool
-	// OutputBytes and DroppedBytes count written and not kept bytes.
-	OutputBytes  int64
-	DroppedBytes int64
-	// LastOutput is when the command last wrote; zero if it never did.
-	LastOutput time.Time
-	// OOMKills counts the worker's out-of-memory kills while the command
-	// ran; set with Exited.
-	OOMKills int64
-	// Shutdown is set with Exited when the agent stopped the command on
-	// its way out: the worker pod is ending.
-	Shutdown bool
-	// Files counts the files the command left in $SHELLJOB_OUT; set with
-	// Exited by an agent that counts them.
-	Files *agentapi.Files
-}
-
-// factStore holds the agents' reports by job UID, for the ShellJob
-// reconciler. The streams write it; the reconciler reads it and forgets a
-// job once its end is recorded or it is deleted.
-type factStore struct {
-	mu    sync.Mutex
-	facts map[types.UID]agentFacts
-}
-
-func newFactStore() *factStore { return &factStore{facts: map[types.UID]agentFacts{}} }
-
-// record merges an event and tells whether the reconciler should look at
-// the job now: on its first report and on its exit. Status reports only
-// refresh the counters that idle timeouts read.
-func (s *factStore) record(job types.NamespacedName, pod string, ev agentapi.Event) bool {
-	uid := types.UID(ev.Job)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, known := s.facts[uid]
-	if known && f.Pod != pod {
-		// The job's name is its UID, so this is a stray report: keep the
-		// first pod's.
-		return false
-	}
-	f.Job, f.Pod = job, pod
-	if ev.PGID != 0 {
-		f.PGID = ev.PGID
-	}
-	f.OutputBytes = max(f.OutputBytes, ev.OutputBytes)
-	f.DroppedBytes = max(f.DroppedBytes, ev.DroppedBytes)
-	if ev.LastOutput != nil && ev.LastOutput.After(f.LastOutput) {
-		f.LastOutput = *ev.LastOutput
-	}
-	notify := !known
-	switch ev.Type {
-	case agentapi.EventStarted:
-		if f.StartedAt.IsZero() {
-			f.StartedAt = ev.Time
-		}
-	case agentapi.EventExited:
-		if !f.Exited {
-			f.Exited, f.ExitCode, f.ExitedAt, f.Lost = true, ev.ExitCode, ev.Time, ev.Lost
-			f.OOMKills, f.Shutdown, f.Files = ev.OOMKills, ev.Shutdown, ev.Files
-			notify = true
-		}
-	}
-	s.facts[uid] = f
-	return notify
-}
-
-// get returns what is known of a job.
-func (s *factStore) get(uid types.UID) (agentFacts, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.facts[uid]
-	return f, ok
-}
-
-// started records a start answered by the agent, before its stream
-// reports it.
-func (s *factStore) started(job types.NamespacedName, uid types.UID, pod string, resp agentapi.StartResponse) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.facts[uid]
-	if ok && f.Pod != pod {
-		return
-	}
-	f.Job, f.Pod, f.PGID = job, pod, resp.PGID
-	if f.StartedAt.IsZero() {
-		f.StartedAt = resp.StartedAt
-	}
-	s.facts[uid] = f
-}
-
-// unknown records that the pod's agent does not know the job, and tells
-// whether that is news.
-func (s *factStore) unknown(job types.NamespacedName, uid types.UID, pod string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.facts[uid]
-	if ok && (f.Pod != pod || f.Unknown) {
-		return false
-	}
-	f.Job, f.Pod, f.Unknown = job, pod, true
-	s.facts[uid] = f
-	return true
-}
-
-func (s *factStore) forget(uid types.UID) {
-	s.mu.Lock()
-	delete(s.facts, uid)
-	s.mu.Unlock()
-}
-
-// forgetJob forgets every job of that key. The store holds unfinished jobs
-// only, so the scan is short.
-func (s *factStore) forgetJob(job types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for uid, f := range s.facts {
-		if f.Job == job {
-			delete(s.facts, uid)
-		}
-	}
-}
-
 // workerStreams keeps one agent events stream open per ready worker pod,
 // whatever its revision, for as long as the pod runs. The design asks for
 // one long-lived stream per pod rather than one per job, so that many jobs
 // stay cheap. The agent starts each stream with the state of every job it
 // knows, so a restarted operator learns the exits it missed.
 //
-// Reports go into the fact store, and the jobs they concern are sent on
+// Reports go into the jobs' memory, and the jobs they concern are sent on
 // notify, a source.Channel of the ShellJob controller. workerStreams is a
 // manager Runnable that runs on the leader only.
 type workerStreams struct {
 	agent agentapi.Client
 	cache client.Reader
-	facts *factStore
+	// memory takes the agents' reports of the jobs.
+	memory *jobMemory
 	// workers, if set, gets each worker's own state (EventWorker).
 	workers *workerStates
 	notify  chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob]
@@ -190,10 +53,10 @@ type workerStreams struct {
 	streams map[types.UID]context.CancelFunc
 }
 
-func newWorkerStreams(agent agentapi.Client, cache client.Reader, facts *factStore,
+func newWorkerStreams(agent agentapi.Client, cache client.Reader, memory *jobMemory,
 	notify chan<- event.TypedGenericEvent[*shellv1alpha1.ShellJob], clk clock.WithTicker, log logr.Logger) *workerStreams {
 	return &workerStreams{
-		agent: agent, cache: cache, facts: facts, notify: notify, clock: clk, log: log,
+		agent: agent, cache: cache, memory: memory, notify: notify, clock: clk, log: log,
 		kicks:   make(chan struct{}, 1),
 		streams: map[types.UID]context.CancelFunc{},
 	}
@@ -338,11 +201,12 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 		// replays every job its spool still holds.
 		return
 	}
-	notify := s.facts.record(client.ObjectKeyFromObject(job), w.pod.Name, ev)
+	key := client.ObjectKeyFromObject(job)
+	notify := s.memory.record(key, w.pod.Name, ev)
 	// A deletion that the cache took in between found nothing to forget:
 	// look again now that the report is in.
 	if again, err := s.job(ctx, w.jobs, ev.Job); err == nil && again == nil {
-		s.facts.forget(types.UID(ev.Job))
+		s.memory.forget(key, types.UID(ev.Job))
 		return
 	}
 	if notify {
@@ -360,21 +224,6 @@ func (s *workerStreams) job(ctx context.Context, ns, uid string) (*shellv1alpha1
 		return nil, nil
 	}
 	return &list.Items[0], nil
-}
-
-// wakeQueued wakes the reconciles of the pool's jobs that wait for a
-// worker: one may have room again.
-func (s *workerStreams) wakeQueued(ctx context.Context, pool types.NamespacedName) {
-	jobs, err := jobsOfPool(ctx, s.cache, pool.Namespace, pool.Name)
-	if err != nil {
-		s.log.Error(err, "List the jobs of a pool", "pool", pool)
-		return
-	}
-	for i := range jobs {
-		if jobs[i].Status.Pod == "" {
-			s.send(ctx, &jobs[i])
-		}
-	}
 }
 
 // send wakes the job's reconcile.
@@ -399,7 +248,7 @@ func (s *workerStreams) synced(ctx context.Context, w worker, opened time.Time, 
 		if !j.Status.Ran || replayed[string(j.UID)] || j.Status.StartTime == nil || !j.Status.StartTime.Time.Before(opened) {
 			continue
 		}
-		if s.facts.unknown(client.ObjectKeyFromObject(j), j.UID, w.pod.Name) {
+		if s.memory.unknown(client.ObjectKeyFromObject(j), j.UID, w.pod.Name) {
 			s.send(ctx, j)
 		}
 	}

@@ -336,49 +336,6 @@ func TestWorkerDefaults(t *testing.T) {
 	}
 }
 
-// TestWorkerEnd: how a job's end is told from its worker pod.
-func TestWorkerEnd(t *testing.T) {
-	limited := func(p *corev1.Pod) {
-		p.Spec.Containers = []corev1.Container{{Name: agentapi.WorkerContainer, Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
-	}
-	cases := []struct {
-		name   string
-		pod    func(*corev1.Pod)
-		reason string
-		why    string
-	}{
-		{"running", func(*corev1.Pod) {}, "", ""},
-		{"evicted by the kubelet", func(p *corev1.Pod) {
-			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
-			p.Status.Message = `Usage of EmptyDir volume "spool" exceeds the limit "1Gi". `
-		}, shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, `was evicted (Usage of EmptyDir volume "spool" exceeds the limit "1Gi")`},
-		{"disruption target before the eviction shows", func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-				Reason: "TerminationByKubelet", Message: "The node was low on resource: ephemeral-storage."}}
-		}, shellv1alpha1.ShellJobFinishedReasonWorkerEvicted, "was evicted (The node was low on resource: ephemeral-storage)"},
-		{"container killed out of memory", func(p *corev1.Pod) {
-			limited(p)
-			p.Status.Phase = corev1.PodFailed
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: agentapi.WorkerContainer,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
-		}, shellv1alpha1.ShellJobFinishedReasonOutOfMemory, "was killed out of memory, at its limit of 1Gi"},
-		{"deleted", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} },
-			shellv1alpha1.ShellJobFinishedReasonWorkerLost, "was deleted"},
-	}
-	for _, c := range cases {
-		p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-		c.pod(p)
-		reason, why, ended := workerEnd(p)
-		if reason != c.reason || why != c.why || ended != (c.reason != "") {
-			t.Errorf("%s: %q %q %v, want %q %q", c.name, reason, why, ended, c.reason, c.why)
-		}
-	}
-	if reason, why, _ := workerEnd(nil); reason != shellv1alpha1.ShellJobFinishedReasonWorkerLost || why != "was deleted" {
-		t.Errorf("no pod: %q %q", reason, why)
-	}
-}
-
 func TestServiceAccountPolicy(t *testing.T) {
 	policy := ServiceAccountPolicy{
 		Allowed:  []string{"shell-user", "shelljob-operator"},

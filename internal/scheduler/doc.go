@@ -1,11 +1,17 @@
 // Package scheduler decides which worker of a ShellPool runs a queued
-// ShellJob. It is pure, as Kueue's flavorassigner is: Place takes a snapshot
-// of the pool's workers and jobs and returns a Decision, with no client and
-// no clock. The ShellJob reconciler builds the snapshot from its cache and
-// applies the decision.
+// ShellJob, and holds the queues of the jobs that wait. Its decisions are
+// pure, as Kueue's flavorassigner is: Schedule takes a snapshot of the
+// pool's workers and jobs and returns a Decision for each queued job, with
+// no client and no clock. Queues is the waiting room, as Kueue's queue
+// manager is: one FIFO per pool, whose Heads blocks until a pool has news.
+// The operator's placement (controllers/placement.go, a manager Runnable)
+// takes the heads, builds the snapshot from its cache and hands each job
+// its decision; the ShellJob reconciler queues the jobs and records the
+// decisions.
 //
 // The rules, from the design:
-//   - Queued jobs are placed in FIFO order: creation time, then name.
+//   - Queued jobs are placed in FIFO order: creation time, then name
+//     (Compare; the queues keep that order too).
 //   - Fork takes any free worker of the current revision. It prefers the
 //     least loaded one, and the stateful worker last, so that a Stateful job
 //     finds it free more often. A worker the job's client prefers (the
@@ -16,6 +22,9 @@
 //     ready worker, even a busy one, and takes no seat.
 //   - A worker is free when no Fork or Stateful job holds it; Direct jobs
 //     only add to its load.
-//   - Workers of an old revision, not ready, being deleted or beyond the
-//     pool's replicas take no new jobs.
+//   - Workers of an old revision, not ready, being deleted, beyond the
+//     pool's replicas or whose spool is full take no new jobs; so queued
+//     jobs move to a restarted pool's new revision.
+//   - A job asked to stop while it waits leaves its queue and is never
+//     placed (Waits).
 package scheduler
