@@ -123,10 +123,20 @@ func (t TextSink) AfterStop(n int64) error {
 }
 
 // ReadFollow reads a framed follow stream that starts at offset, writes it
-// to w as TextSink does, and returns the offset reached. It returns nil
-// once the e frame came, and io.ErrUnexpectedEOF for a stream cut before.
+// to SinkOf(w), and returns the offset reached. It returns nil once the e
+// frame came, and io.ErrUnexpectedEOF for a stream cut before.
 func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
-	return DecodeFollow(r, offset, TextSink{W: w}, nil)
+	return DecodeFollow(r, offset, SinkOf(w), nil)
+}
+
+// SinkOf is where a follow written to w goes: w itself when it is a
+// FollowSink, which so gets the frames (a reader that passes them on, as
+// the stream API does, or that counts offsets), else TextSink{W: w}.
+func SinkOf(w io.Writer) FollowSink {
+	if s, ok := w.(FollowSink); ok {
+		return s
+	}
+	return TextSink{W: w}
 }
 
 // DecodeFollow is ReadFollow into sink. keepalive, when set, is called for
