@@ -1,0 +1,111 @@
+package streamapi
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"shelljob.dev/shelljob/internal/agentapi"
+)
+
+// response is a streamed answer: its header goes out with its first byte,
+// and each write is flushed, as pods/log does with follow. Until its first
+// byte, an error is a Kubernetes status; after it, the stream is cut
+// (fail), so that no reader takes a broken stream for a whole one.
+type response struct {
+	w           http.ResponseWriter
+	rc          *http.ResponseController
+	contentType string
+
+	mu      sync.Mutex
+	started bool
+	// wrote is when the last write went out.
+	wrote time.Time
+}
+
+func newResponse(w http.ResponseWriter, contentType string) *response {
+	return &response{w: w, rc: http.NewResponseController(w), contentType: contentType}
+}
+
+// Write writes p, the header first if it has not gone out. Callers hold
+// the lock (do), or are the response's only writer.
+func (r *response) Write(p []byte) (int, error) {
+	r.start()
+	n, err := r.w.Write(p)
+	r.wrote = time.Now()
+	return n, err
+}
+
+// start sends the header, once.
+func (r *response) start() {
+	if r.started {
+		return
+	}
+	r.started = true
+	r.w.Header().Set("Content-Type", r.contentType)
+	r.w.Header().Set("X-Content-Type-Options", "nosniff")
+	r.w.WriteHeader(http.StatusOK)
+}
+
+// do runs write, which writes to the response, under its lock, and
+// flushes what it wrote.
+func (r *response) do(write func() error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := write(); err != nil {
+		return err
+	}
+	if !r.started {
+		return nil
+	}
+	return r.rc.Flush()
+}
+
+// finish ends the response: with err's status if nothing went out yet,
+// else by cutting the stream; a response that ends without an error sends
+// its header if it has not.
+func (r *response) finish(err error, responder rest.Responder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.start()
+	case !r.started:
+		responder.Error(err)
+	default:
+		// The server aborts the response: the reader's stream breaks
+		// rather than ends.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// keepalives writes frames' keepalive into the response every
+// agentapi.FollowKeepalive in which nothing else went out, until ctx ends.
+// The first goes out at once, with the stream's header line: the reader
+// knows its stream is open while the job waits to start.
+func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter) {
+	if r.do(frames.Keepalive) != nil {
+		return
+	}
+	t := time.NewTicker(agentapi.FollowKeepalive / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			err := r.do(func() error {
+				if now.Sub(r.wrote) < agentapi.FollowKeepalive {
+					return nil
+				}
+				return frames.Keepalive()
+			})
+			if err != nil {
+				return
+			}
+		}
+	}
+}
