@@ -14,8 +14,9 @@ import (
 func newStorage(s streams) map[string]rest.Storage {
 	sub := func(name string) string { return streamv1alpha1.Resource + "/" + name }
 	return map[string]rest.Storage{
-		streamv1alpha1.Resource:            &jobsREST{},
-		sub(streamv1alpha1.SubresourceLog): &LogREST{streams: s},
+		streamv1alpha1.Resource:              &jobsREST{},
+		sub(streamv1alpha1.SubresourceLog):   &LogREST{streams: s},
+		sub(streamv1alpha1.SubresourceFiles): &FilesREST{streams: s},
 	}
 }
 
