@@ -24,25 +24,31 @@ func newAuthorizer(j *jobs, delegated authorizer.Authorizer) (authorizer.Authori
 		return nil, err
 	}
 	return authorizer.AuthorizerFunc(func(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-		return a.Authorize(ctx, attachAsCreate(attrs))
+		if !isAttach(attrs) || attrs.GetVerb() == "create" {
+			return a.Authorize(ctx, attrs)
+		}
+		decision, reason, err := a.Authorize(ctx, asCreate(attrs))
+		if decision != authorizer.DecisionAllow && reason == "" {
+			// The refusal names the request's own verb.
+			reason = "an attach needs create on shelljobs/attach, whichever method carries it"
+		}
+		return decision, reason, err
 	}), nil
 }
 
-// attachAsCreate is attrs with the verb create for an attach: an attach
-// takes a terminal, which a get must not give. WebSocket upgrades come as
-// GETs (RFC 6455), SPDY ones as POSTs; Kubernetes checks the GET of
-// pods/exec and pods/attach for create too (AuthorizePodWebsocketUpgradeCreatePermission).
-func attachAsCreate(attrs authorizer.Attributes) authorizer.Attributes {
-	if !isJobSubresource(attrs) || attrs.GetSubresource() != streamv1alpha1.SubresourceAttach || attrs.GetVerb() == "create" {
-		return attrs
-	}
-	return withVerb(attrs, "create")
+// isAttach tells whether attrs ask for a job's attach. It is authorized
+// as a create: an attach takes a terminal, which a get must not give.
+// WebSocket upgrades come as GETs (RFC 6455), SPDY ones as POSTs;
+// Kubernetes checks the GET of pods/exec and pods/attach for create too
+// (AuthorizePodWebsocketUpgradeCreatePermission).
+func isAttach(attrs authorizer.Attributes) bool {
+	return isJobSubresource(attrs) && attrs.GetSubresource() == streamv1alpha1.SubresourceAttach
 }
 
-// withVerb is the resource request attrs with verb.
-func withVerb(attrs authorizer.Attributes, verb string) authorizer.AttributesRecord {
+// asCreate is the resource request attrs with the verb create.
+func asCreate(attrs authorizer.Attributes) authorizer.AttributesRecord {
 	return authorizer.AttributesRecord{
-		User: attrs.GetUser(), Verb: verb, Namespace: attrs.GetNamespace(),
+		User: attrs.GetUser(), Verb: "create", Namespace: attrs.GetNamespace(),
 		APIGroup: attrs.GetAPIGroup(), APIVersion: attrs.GetAPIVersion(),
 		Resource: attrs.GetResource(), Subresource: attrs.GetSubresource(), Name: attrs.GetName(),
 		ResourceRequest: true, Path: attrs.GetPath(),

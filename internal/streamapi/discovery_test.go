@@ -27,9 +27,10 @@ func TestDiscovery(t *testing.T) {
 		got[r.Name] = slices.Sorted(slices.Values(r.Verbs))
 	}
 	want := map[string][]string{
-		"shelljobs":       nil,
-		"shelljobs/log":   {"get"},
-		"shelljobs/files": {"create", "get", "update"},
+		"shelljobs":        nil,
+		"shelljobs/log":    {"get"},
+		"shelljobs/files":  {"create", "get", "update"},
+		"shelljobs/attach": {"create", "get"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("discovery of %s (-want +got):\n%s", streamv1alpha1.GroupVersion, diff)

@@ -128,12 +128,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	exec, err := newExecProxy(s.opts.Config, s.opts.WorkerContainer)
+	if err != nil {
+		return err
+	}
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	context.AfterFunc(ctx, func() {
 		time.AfterFunc(max(s.opts.ShutdownDelay, 0), stop)
 	})
-	server, err := s.server(j, streams{jobs: j, agent: s.opts.Agent, stopping: stopping})
+	server, err := s.server(j, streams{jobs: j, agent: s.opts.Agent, stopping: stopping}, exec)
 	if err != nil {
 		return err
 	}
@@ -158,7 +162,7 @@ func (s *Server) jobs(ctx context.Context) (*jobs, error) {
 }
 
 // server is the generic API server of the group.
-func (s *Server) server(j *jobs, st streams) (*genericapiserver.GenericAPIServer, error) {
+func (s *Server) server(j *jobs, st streams, exec *execProxy) (*genericapiserver.GenericAPIServer, error) {
 	cfg := genericapiserver.NewRecommendedConfig(codecs)
 	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	cfg.EnableProfiling = false
@@ -223,7 +227,7 @@ func (s *Server) server(j *jobs, st streams) (*genericapiserver.GenericAPIServer
 		return nil, fmt.Errorf("stream API: %w", err)
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(streamv1alpha1.GroupName, scheme, runtime.NewParameterCodec(scheme), codecs)
-	group.VersionedResourcesStorageMap[streamv1alpha1.GroupVersion.Version] = newStorage(st)
+	group.VersionedResourcesStorageMap[streamv1alpha1.GroupVersion.Version] = newStorage(st, exec)
 	if err := server.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("stream API: install %s: %w", streamv1alpha1.GroupVersion, err)
 	}

@@ -11,12 +11,13 @@ import (
 // newStorage is the group version's storage map: the subresources, and
 // their parent, which has no verb (the ShellJobs themselves are
 // shell.shelljob.dev's).
-func newStorage(s streams) map[string]rest.Storage {
+func newStorage(s streams, exec *execProxy) map[string]rest.Storage {
 	sub := func(name string) string { return streamv1alpha1.Resource + "/" + name }
 	return map[string]rest.Storage{
-		streamv1alpha1.Resource:              &jobsREST{},
-		sub(streamv1alpha1.SubresourceLog):   &LogREST{streams: s},
-		sub(streamv1alpha1.SubresourceFiles): &FilesREST{streams: s},
+		streamv1alpha1.Resource:               &jobsREST{},
+		sub(streamv1alpha1.SubresourceLog):    &LogREST{streams: s},
+		sub(streamv1alpha1.SubresourceFiles):  &FilesREST{streams: s},
+		sub(streamv1alpha1.SubresourceAttach): &AttachREST{streams: s, exec: exec},
 	}
 }
 
