@@ -226,30 +226,11 @@ func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writ
 		return offset, err
 	}
 	defer st.Close()
-	pos, err := agentapi.DecodeFollow(st.r, offset, watchedSink{watch, agentapi.SinkOf(w)}, nil)
+	pos, err := agentapi.DecodeFollow(st.r, offset, agentapi.NearSink(watch, agentapi.SinkOf(w)), nil)
 	if err != nil && ctx.Err() != nil {
 		err = ctxErr(ctx)
 	}
 	return pos, err
-}
-
-// watchedSink is a follow's sink under the stream's idle watch: the time
-// the sink takes does not count.
-type watchedSink struct {
-	watch *idle.Watch
-	sink  agentapi.FollowSink
-}
-
-func (s watchedSink) Data(p []byte) error {
-	return s.watch.Near(func() error { return s.sink.Data(p) })
-}
-
-func (s watchedSink) Gap(n int64) error {
-	return s.watch.Near(func() error { return s.sink.Gap(n) })
-}
-
-func (s watchedSink) AfterStop(n int64) error {
-	return s.watch.Near(func() error { return s.sink.AfterStop(n) })
 }
 
 // PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"shelljob.dev/shelljob/internal/idle"
 )
 
 // FollowMagic opens a framed follow stream. Frames follow it, each a header
@@ -120,6 +122,27 @@ func (t TextSink) Gap(n int64) error { _, err := io.WriteString(t.W, GapLine(n))
 func (t TextSink) AfterStop(n int64) error {
 	_, err := io.WriteString(t.W, AfterStopLine(n))
 	return err
+}
+
+// NearSink is sink under a stream's idle watch: the time its calls take,
+// the near end's work, does not count (idle.Watch.Near).
+func NearSink(watch *idle.Watch, sink FollowSink) FollowSink { return nearSink{watch, sink} }
+
+type nearSink struct {
+	watch *idle.Watch
+	sink  FollowSink
+}
+
+func (s nearSink) Data(p []byte) error {
+	return s.watch.Near(func() error { return s.sink.Data(p) })
+}
+
+func (s nearSink) Gap(n int64) error {
+	return s.watch.Near(func() error { return s.sink.Gap(n) })
+}
+
+func (s nearSink) AfterStop(n int64) error {
+	return s.watch.Near(func() error { return s.sink.AfterStop(n) })
 }
 
 // ReadFollow reads a framed follow stream that starts at offset, writes it

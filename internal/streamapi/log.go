@@ -86,7 +86,7 @@ func (r *LogREST) Connect(ctx context.Context, name string, obj runtime.Object, 
 			}
 			kctx, stop := context.WithCancel(ctx)
 			defer stop()
-			go resp.keepalives(kctx, out.frames)
+			go resp.keepalives(kctx, out.frames, r.keepalive)
 		}
 		resp.finish(r.ended(req, r.log(ctx, key, opts, out)), responder)
 	}), nil
@@ -115,6 +115,8 @@ type streams struct {
 	// stopping ends when the server stops: its streams are cut, and their
 	// readers go on with another replica.
 	stopping context.Context
+	// keepalive is how often a quiet framed stream gets a keepalive.
+	keepalive time.Duration
 }
 
 // key is the job name in the request's namespace.

@@ -82,15 +82,16 @@ func (r *response) finish(err error, responder rest.Responder) {
 	}
 }
 
-// keepalives writes frames' keepalive into the response every
-// agentapi.FollowKeepalive in which nothing else went out, until ctx ends.
-// The first goes out at once, with the stream's header line: the reader
-// knows its stream is open while the job waits to start.
-func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter) {
-	if r.do(frames.Keepalive) != nil {
-		return
-	}
-	t := time.NewTicker(agentapi.FollowKeepalive / 2)
+// keepalives writes frames' keepalive into the response every interval
+// in which nothing else went out, until ctx ends, so that its reader
+// tells a silent command, or a job that waits to start, from a dead
+// stream. The first goes out after the first interval: an error found
+// before (a job that is not there, a worker gone) is still a status.
+func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter, interval time.Duration) {
+	r.mu.Lock()
+	r.wrote = time.Now()
+	r.mu.Unlock()
+	t := time.NewTicker(interval / 2)
 	defer t.Stop()
 	for {
 		select {
@@ -98,7 +99,7 @@ func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter)
 			return
 		case now := <-t.C:
 			err := r.do(func() error {
-				if now.Sub(r.wrote) < agentapi.FollowKeepalive {
+				if now.Sub(r.wrote) < interval {
 					return nil
 				}
 				return frames.Keepalive()

@@ -81,6 +81,11 @@ type Options struct {
 	// ShutdownDelay is how long a stopping server keeps serving. Defaults
 	// to DefaultShutdownDelay; negative: none.
 	ShutdownDelay time.Duration
+	// Keepalive is how often a framed log that sent nothing else gets a
+	// keepalive frame. Defaults to agentapi.FollowKeepalive, as the
+	// agent's: a reader's idle limit (agentapi.DefaultStreamIdle) is three
+	// of them.
+	Keepalive time.Duration
 }
 
 // Server is the stream API server, a manager Runnable that runs on every
@@ -114,6 +119,9 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownDelay == 0 {
 		opts.ShutdownDelay = DefaultShutdownDelay
 	}
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = agentapi.FollowKeepalive
+	}
 	return &Server{opts: opts}, nil
 }
 
@@ -137,7 +145,7 @@ func (s *Server) Start(ctx context.Context) error {
 	context.AfterFunc(ctx, func() {
 		time.AfterFunc(max(s.opts.ShutdownDelay, 0), stop)
 	})
-	server, err := s.server(j, streams{jobs: j, agent: s.opts.Agent, stopping: stopping}, exec)
+	server, err := s.server(j, streams{jobs: j, agent: s.opts.Agent, stopping: stopping, keepalive: s.opts.Keepalive}, exec)
 	if err != nil {
 		return err
 	}

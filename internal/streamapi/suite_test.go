@@ -60,7 +60,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
-	f.replica = streamapitest.Start(t, env, f.cluster)
+	f.replica = streamapitest.Start(t, env, f.cluster, streamapitest.Options{})
 	f.grant("shelljob-user", []string{alice, bob}, rbacv1.PolicyRule{
 		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"},
 	})
@@ -73,22 +73,7 @@ func setup(t *testing.T) *fixture {
 // grant binds users to a Role of rules in the cluster's namespace.
 func (f *fixture) grant(name string, users []string, rules ...rbacv1.PolicyRule) {
 	f.t.Helper()
-	ctx := context.Background()
-	ns := f.cluster.Namespace
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Rules: rules}
-	if err := env.Client.Create(ctx, role); err != nil {
-		f.t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-	}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		f.t.Fatal(err)
-	}
+	streamapitest.Grant(f.t, env, f.cluster.Namespace, name, users, rules...)
 }
 
 // as is a client of the stream API for user, authenticated by a client
