@@ -84,9 +84,8 @@ func (r *LogREST) Connect(ctx context.Context, name string, obj runtime.Object, 
 			if opts.Text != "" {
 				out.frames = agentapi.NewTextFrameWriter(resp)
 			}
-			kctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go resp.keepalives(kctx, out.frames, r.keepalive)
+			// Stopped before the handler returns, even as it aborts.
+			defer resp.keepAlive(out.frames, r.keepalive)()
 		}
 		resp.finish(r.ended(req, r.log(ctx, key, opts, out)), responder)
 	}), nil
@@ -170,7 +169,9 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 		if err != nil {
 			return err
 		}
-		started := shelljob.IsStarted(sj)
+		// A follow that already moved has seen the start, which the
+		// job's status may not say yet.
+		started := shelljob.IsStarted(sj) || offset > opts.Offset
 		if !started && offset > 0 {
 			return apierrors.NewBadRequest(fmt.Sprintf("offset %d: shelljob %s has not started, and has no output yet", offset, sj.Name))
 		}
@@ -222,8 +223,8 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 		case replaced:
 			continue // placed again, or ended without running
 		case errors.Is(err, agentapi.ErrUnknownJob):
-			if _, gone := r.jobs.workerNow(ctx, sj); gone != nil {
-				return gone
+			if _, lost := r.jobs.workerNow(ctx, sj); lost != nil {
+				return lost
 			}
 			return gone(fmt.Sprintf("the output of shelljob %s is lost: its worker %s does not have it any more (the worker was replaced, or the job's spool removed once the job was delivered): %v", key.Name, pod, err))
 		case errors.Is(err, agentapi.ErrProtocol), errors.Is(err, agentapi.ErrUsage):
@@ -287,28 +288,21 @@ func (o *logOut) Data(p []byte) error {
 }
 
 // Gap implements agentapi.FollowSink.
-func (o *logOut) Gap(n int64) error {
-	err := o.resp.do(func() error {
-		if o.frames != nil {
-			return o.frames.Gap(n)
-		}
-		_, err := io.WriteString(o.resp, agentapi.GapLine(n))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	o.offset += n
-	return nil
-}
+func (o *logOut) Gap(n int64) error { return o.skipped(n, o.frames.Gap, agentapi.GapLine) }
 
 // AfterStop implements agentapi.FollowSink.
 func (o *logOut) AfterStop(n int64) error {
+	return o.skipped(n, o.frames.AfterStop, agentapi.AfterStopLine)
+}
+
+// skipped hands on n bytes that were not kept: frame writes their frame,
+// line the line that stands for them in the text.
+func (o *logOut) skipped(n int64, frame func(int64) error, line func(int64) string) error {
 	err := o.resp.do(func() error {
 		if o.frames != nil {
-			return o.frames.AfterStop(n)
+			return frame(n)
 		}
-		_, err := io.WriteString(o.resp, agentapi.AfterStopLine(n))
+		_, err := io.WriteString(o.resp, line(n))
 		return err
 	})
 	if err != nil {

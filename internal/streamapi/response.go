@@ -82,15 +82,29 @@ func (r *response) finish(err error, responder rest.Responder) {
 	}
 }
 
-// keepalives writes frames' keepalive into the response every interval
-// in which nothing else went out, until ctx ends, so that its reader
-// tells a silent command, or a job that waits to start, from a dead
-// stream. The first goes out after the first interval: an error found
-// before (a job that is not there, a worker gone) is still a status.
-func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter, interval time.Duration) {
+// keepAlive writes frames' keepalive into the response every interval
+// in which nothing else went out, until the returned stop, which waits
+// for its end, so that its reader tells a silent command, or a job that
+// waits to start, from a dead stream. The first goes out after the first
+// interval: an error found before (a job that is not there, a worker
+// gone) is still a status.
+func (r *response) keepAlive(frames *agentapi.FrameWriter, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	r.mu.Lock()
 	r.wrote = time.Now()
 	r.mu.Unlock()
+	go func() {
+		defer close(done)
+		r.keepalives(ctx, frames, interval)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter, interval time.Duration) {
 	t := time.NewTicker(interval / 2)
 	defer t.Stop()
 	for {
@@ -99,7 +113,7 @@ func (r *response) keepalives(ctx context.Context, frames *agentapi.FrameWriter,
 			return
 		case now := <-t.C:
 			err := r.do(func() error {
-				if now.Sub(r.wrote) < interval {
+				if ctx.Err() != nil || now.Sub(r.wrote) < interval {
 					return nil
 				}
 				return frames.Keepalive()

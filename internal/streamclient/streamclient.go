@@ -121,16 +121,25 @@ func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writ
 		if err == nil || ctx.Err() != nil || final(err) {
 			return max(offset, reached), c.named(job, err)
 		}
-		if c.opts.OnResume != nil {
-			c.opts.OnResume(job, max(offset, 0), err)
+		if err := c.again(ctx, job, max(offset, 0), err, &wait); err != nil {
+			return max(offset, reached), err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return max(offset, reached), ctx.Err()
-		}
-		wait = min(2*wait, c.opts.RetryMax)
 	}
+}
+
+// again waits before a call is tried again after err, from offset, and
+// doubles the next wait; it fails when ctx ends first.
+func (c *Client) again(ctx context.Context, job string, offset int64, err error, wait *time.Duration) error {
+	if c.opts.OnResume != nil {
+		c.opts.OnResume(job, offset, err)
+	}
+	select {
+	case <-time.After(*wait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	*wait = min(2**wait, c.opts.RetryMax)
+	return nil
 }
 
 // followOnce is one stream of a follow.
@@ -149,38 +158,34 @@ func (c *Client) followOnce(ctx context.Context, job string, offset int64, w io.
 
 // FollowText writes to w the job's output from its start as its final
 // shows it, in mode, made on the worker (agentapi.Client.FollowText),
-// once the output is closed. A stream cut before any text reached w is
-// read again; one cut after fails: read it again from the start.
+// once the output is closed. A request that fails before its stream
+// starts is tried again; a stream cut after fails: read it again from the
+// start.
 func (c *Client) FollowText(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) error {
 	wait := c.opts.Retry
 	for {
-		cw := &countingWriter{w: w}
-		err := c.textOnce(ctx, job, mode, cw)
-		if err == nil || ctx.Err() != nil || final(err) || cw.n > 0 {
+		started, err := c.textOnce(ctx, job, mode, w)
+		if err == nil || ctx.Err() != nil || final(err) || started {
 			return c.named(job, err)
 		}
-		if c.opts.OnResume != nil {
-			c.opts.OnResume(job, 0, err)
+		if err := c.again(ctx, job, 0, err, &wait); err != nil {
+			return err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		wait = min(2*wait, c.opts.RetryMax)
 	}
 }
 
-func (c *Client) textOnce(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) error {
+// textOnce is one request of FollowText; started tells whether its
+// stream started.
+func (c *Client) textOnce(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) (started bool, err error) {
 	opts := &streamv1alpha1.ShellJobLogOptions{Framed: true, Text: streamv1alpha1.TextMode(mode)}
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
 	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceLog).VersionedParams(opts, params).Stream(ctx)
 	if err != nil {
-		return cause(ctx, err)
+		return false, cause(ctx, err)
 	}
 	defer body.Close()
-	return cause(ctx, agentapi.ReadText(watch.Source(body), mode, watch.Writer(w)))
+	return true, cause(ctx, agentapi.ReadText(watch.Source(body), mode, watch.Writer(w)))
 }
 
 // GetFiles writes the job's $SHELLJOB_OUT, once it started, as a tar
@@ -267,16 +272,4 @@ func cause(ctx context.Context, err error) error {
 		}
 	}
 	return err
-}
-
-// countingWriter counts what it writes to w.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
