@@ -61,10 +61,11 @@ unit: envtest-assets $(HELM) ## The quick suite: unit, fuzz seeds, envtest and t
 	HELM=$(HELM) KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -timeout 20m $(UNIT_PKGS)
 
 # Packages whose concurrency the race detector checks in `make test`.
-RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/... ./internal/agentclient/...
+RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/... ./internal/agentclient/... \
+	./internal/streamapi/... ./internal/streamclient/...
 
 .PHONY: race
-race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent, its client) under the race detector.
+race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent, its client, the stream API and its client) under the race detector.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race -timeout 30m $(RACE_PKGS)
 
 .PHONY: test

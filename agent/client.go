@@ -226,7 +226,7 @@ func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writ
 		return offset, err
 	}
 	defer st.Close()
-	pos, err := agentapi.ReadFollow(st.r, offset, watch.Writer(w))
+	pos, err := agentapi.DecodeFollow(st.r, offset, agentapi.NearSink(watch, agentapi.SinkOf(w)), nil)
 	if err != nil && ctx.Err() != nil {
 		err = ctxErr(ctx)
 	}

@@ -3,14 +3,11 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,18 +66,10 @@ func slim(obj any) (any, error) {
 	}, nil
 }
 
-// jobFeed tells the Watch calls on a job that the cache's copy of it
-// changed. They read the copy itself from the cache, which never goes
-// back to an older version, whatever the order the news comes in.
-type jobFeed struct {
-	mu   sync.Mutex
-	subs map[types.NamespacedName]map[chan struct{}]bool
-}
-
-// feed returns the cluster's jobFeed, added to the cache's informer by the
-// first call that gets the informer: a call whose context ended first
-// leaves it to the next.
-func (c *Cluster) feed(ctx context.Context) (*jobFeed, error) {
+// feed returns the cluster's kubeutil.Feed of its jobs, added to the
+// cache's informer by the first call that gets the informer: a call whose
+// context ended first leaves it to the next.
+func (c *Cluster) feed(ctx context.Context) (*kubeutil.Feed, error) {
 	c.feedMu.Lock()
 	defer c.feedMu.Unlock()
 	if c.jobFeed != nil {
@@ -90,52 +79,10 @@ func (c *Cluster) feed(ctx context.Context) (*jobFeed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shelljob informer: %w", err)
 	}
-	f := &jobFeed{subs: map[types.NamespacedName]map[chan struct{}]bool{}}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    f.changed,
-		UpdateFunc: func(_, obj any) { f.changed(obj) },
-		DeleteFunc: f.changed,
-	}); err != nil {
+	f, err := kubeutil.NewFeed(inf)
+	if err != nil {
 		return nil, fmt.Errorf("shelljob informer: %w", err)
 	}
 	c.jobFeed = f
 	return f, nil
-}
-
-func (f *jobFeed) changed(obj any) {
-	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	o, ok := obj.(client.Object)
-	if !ok {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.subs[client.ObjectKeyFromObject(o)] {
-		select {
-		case ch <- struct{}{}:
-		default: // news already waiting says the same
-		}
-	}
-}
-
-// subscribe returns a channel that gets a value after each change of job
-// key, and what ends the subscription.
-func (f *jobFeed) subscribe(key types.NamespacedName) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.subs[key] == nil {
-		f.subs[key] = map[chan struct{}]bool{}
-	}
-	f.subs[key][ch] = true
-	return ch, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		delete(f.subs[key], ch)
-		if len(f.subs[key]) == 0 {
-			delete(f.subs, key)
-		}
-	}
 }

@@ -39,7 +39,7 @@ type Cluster struct {
 	Cache cache.Cache
 
 	feedMu  sync.Mutex
-	jobFeed *jobFeed
+	jobFeed *kubeutil.Feed
 }
 
 // worker is the key of the worker pod named name.
@@ -93,7 +93,7 @@ func (c *Cluster) Watch(ctx context.Context, name string, fn func(*shellv1alpha1
 		return err
 	}
 	key := types.NamespacedName{Namespace: c.Namespace, Name: name}
-	changed, unsubscribe := feed.subscribe(key)
+	changed, unsubscribe := feed.Subscribe(key)
 	defer unsubscribe()
 	seen := ""
 	for {

@@ -2,8 +2,11 @@
 // controllers of package controllers, for the pools and jobs of one
 // namespace, with their worker pods in another (or the same), with leader
 // election. It reaches the worker pods' agents by pod exec
-// (internal/agentclient). Its metrics are served over HTTPS to callers
-// that the API server authenticates and authorizes.
+// (internal/agentclient). Every replica, leader or not, serves the
+// stream.shelljob.dev API (internal/streamapi): the jobs' output, files
+// and consoles, through the API server's aggregation layer. Its metrics
+// are served over HTTPS to callers that the API server authenticates and
+// authorizes.
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -29,6 +33,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
 	"shelljob.dev/shelljob/internal/netpolicy"
+	"shelljob.dev/shelljob/internal/streamapi"
 )
 
 // leaderElectionID names the Lease that the operator's replicas compete for.
@@ -52,6 +57,7 @@ func run() int {
 		workersEgress          string
 		podCIDRs, deniedCIDRs  string
 		workerSecurity         controllers.WorkerSecurity
+		streamAddr, streamCert string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
@@ -97,10 +103,17 @@ func run() int {
 	flag.StringVar(&workerSecurity.SeccompProfile, "worker-seccomp-profile", "",
 		"The worker pods' Localhost seccomp profile, below the kubelet's seccomp directory (such as shelljob/worker.json), which lets "+
 			"the agent make each job's namespaces; every node must have it. Empty: RuntimeDefault, and jobs run in the pod's namespaces.")
+	flag.StringVar(&streamAddr, "stream-api-bind-address", streamapi.DefaultBindAddress,
+		`Address of the stream.shelljob.dev API server (HTTPS), which every replica serves: the jobs' output, files and consoles, for the APIService's Service; "0" turns it off.`)
+	flag.StringVar(&streamCert, "stream-api-cert-dir", "",
+		"Directory of the stream API's serving certificate, "+streamapi.CertFile+" and "+streamapi.KeyFile+" (a kubernetes.io/tls Secret), read again when they change, "+
+			"signed by the APIService's caBundle. Empty: a self-signed one, made at start, which only an APIService that skips TLS verification takes.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// client-go's and the stream API server's logs go the same way.
+	klog.SetLogger(ctrl.Log)
 	log := ctrl.Log.WithName("setup")
 
 	if namespace == "" {
@@ -191,6 +204,25 @@ func run() int {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")
 		return 1
 	}
+	if streamAddr != "0" {
+		stream, err := streamapi.New(streamapi.Options{
+			BindAddress:     streamAddr,
+			CertDir:         streamCert,
+			Namespace:       namespace,
+			WorkerNamespace: workerNS,
+			Cache:           mgr.GetCache(),
+			APIReader:       mgr.GetAPIReader(),
+			Agent:           agent,
+			Config:          cfg,
+		})
+		if err == nil {
+			err = mgr.Add(stream)
+		}
+		if err != nil {
+			log.Error(err, "Set up the stream API")
+			return 1
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Add the health check")
 		return 1
@@ -201,7 +233,7 @@ func run() int {
 	}
 	log.Info("Starting the operator", "namespace", namespace, "workerNamespace", workerNS, "workerImage", workerImage,
 		"allowedServiceAccounts", allowed, "serviceAccount", self, "jobTTL", jobTTL,
-		"workersNetworkPolicy", policies.Workers, "workersEgress", workersEgress, "releaseNetworkPolicy", policies.Release, "podCIDRs", podCIDRs,
+		"streamAPI", streamAddr, "workersNetworkPolicy", policies.Workers, "workersEgress", workersEgress, "releaseNetworkPolicy", policies.Release, "podCIDRs", podCIDRs,
 		"version", fmt.Sprint(shellv1alpha1.GroupVersion))
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Run the manager")

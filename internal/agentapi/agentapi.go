@@ -344,7 +344,9 @@ type Client interface {
 	// moves past them. So resume from the returned offset, not from the
 	// number of bytes written to w. A reader that keeps up gets every byte;
 	// one that falls behind by more than the tail cap gets the gap line.
-	// Following an ended job from 0 gives exactly what the spool kept.
+	// Following an ended job from 0 gives exactly what the spool kept. A w
+	// that is a FollowSink gets the output and what stands for the bytes
+	// not kept through its methods instead (SinkOf).
 	//
 	// With offset AwaitStart, Follow first waits for the job to start on
 	// the pod, for as long as ctx lasts, then follows it from 0.

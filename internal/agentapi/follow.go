@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"shelljob.dev/shelljob/internal/idle"
 )
 
 // FollowMagic opens a framed follow stream. Frames follow it, each a header
@@ -122,11 +124,42 @@ func (t TextSink) AfterStop(n int64) error {
 	return err
 }
 
+// NearSink is sink under a stream's idle watch: the time its calls take,
+// the near end's work, does not count (idle.Watch.Near).
+func NearSink(watch *idle.Watch, sink FollowSink) FollowSink { return nearSink{watch, sink} }
+
+type nearSink struct {
+	watch *idle.Watch
+	sink  FollowSink
+}
+
+func (s nearSink) Data(p []byte) error {
+	return s.watch.Near(func() error { return s.sink.Data(p) })
+}
+
+func (s nearSink) Gap(n int64) error {
+	return s.watch.Near(func() error { return s.sink.Gap(n) })
+}
+
+func (s nearSink) AfterStop(n int64) error {
+	return s.watch.Near(func() error { return s.sink.AfterStop(n) })
+}
+
 // ReadFollow reads a framed follow stream that starts at offset, writes it
-// to w as TextSink does, and returns the offset reached. It returns nil
-// once the e frame came, and io.ErrUnexpectedEOF for a stream cut before.
+// to SinkOf(w), and returns the offset reached. It returns nil once the e
+// frame came, and io.ErrUnexpectedEOF for a stream cut before.
 func ReadFollow(r io.Reader, offset int64, w io.Writer) (int64, error) {
-	return DecodeFollow(r, offset, TextSink{W: w}, nil)
+	return DecodeFollow(r, offset, SinkOf(w), nil)
+}
+
+// SinkOf is where a follow written to w goes: w itself when it is a
+// FollowSink, which so gets the frames (a reader that passes them on, as
+// the stream API does, or that counts offsets), else TextSink{W: w}.
+func SinkOf(w io.Writer) FollowSink {
+	if s, ok := w.(FollowSink); ok {
+		return s
+	}
+	return TextSink{W: w}
 }
 
 // DecodeFollow is ReadFollow into sink. keepalive, when set, is called for

@@ -49,10 +49,14 @@ type TextWriter struct {
 	text   io.WriteCloser
 }
 
+// NewTextFrameWriter returns a FrameWriter of a final text stream, whose
+// data frames carry text: TextMagic goes out with the first frame.
+func NewTextFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w, magic: TextMagic} }
+
 // NewTextWriter returns a TextWriter that writes the final text stream, in
 // mode, to w.
 func NewTextWriter(w io.Writer, mode TextMode) *TextWriter {
-	f := &FrameWriter{w: w, magic: TextMagic}
+	f := NewTextFrameWriter(w)
 	d := &dataFrames{f: f}
 	return &TextWriter{frames: f, data: d, text: liveoutput.NewFinalWriter(d, mode == TextRendered)}
 }

@@ -86,6 +86,17 @@ func (w *Watch) Stop() {
 	w.cancel(nil)
 }
 
+// Near runs f, work of the near end, such as handing on what the far end
+// sent: the time it takes does not count.
+func (w *Watch) Near(f func() error) error {
+	if w == nil {
+		return f()
+	}
+	w.enter()
+	defer w.leave()
+	return f()
+}
+
 // Writer is dst, into which the far end's bytes are written: each write
 // is a byte moved, and the time dst takes does not count. A nil Watch
 // returns dst.

@@ -125,6 +125,18 @@ func Main(m *testing.M, env **Env) {
 	os.Exit(code)
 }
 
+// User returns a config that reaches the API server as user name, in
+// groups beside system:authenticated, by a client certificate that the API
+// server's client CA signed: as a kubeconfig's user, not an impersonation.
+func (e *Env) User(t testing.TB, name string, groups ...string) *rest.Config {
+	t.Helper()
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		t.Fatalf("add user %s: %v", name, err)
+	}
+	return u.Config()
+}
+
 // Namespace creates a namespace of its own for one test, named from prefix.
 func (e *Env) Namespace(t testing.TB, prefix string) string {
 	t.Helper()

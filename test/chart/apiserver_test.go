@@ -179,6 +179,13 @@ func TestOnAPIServer(t *testing.T) {
 		{"shelljob-operator", access{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices", namespace: "default"}, true},
 		{"shelljob-operator", access{verb: "list", group: "discovery.k8s.io", resource: "endpointslices", namespace: "kube-system"}, false},
 		{"shelljob-bot", access{verb: "list", resource: "nodes"}, false},
+		// The stream API's delegated authentication and authorization
+		// (system:auth-delegator, extension-apiserver-authentication-reader).
+		{"shelljob-operator", access{verb: "get", resource: "configmaps", name: "extension-apiserver-authentication", namespace: "kube-system"}, true},
+		{"shelljob-operator", access{verb: "watch", resource: "configmaps", name: "extension-apiserver-authentication", namespace: "kube-system"}, true},
+		{"shelljob-operator", access{verb: "watch", resource: "configmaps", namespace: "kube-system"}, false},
+		{"shelljob-operator", access{verb: "update", resource: "configmaps", name: "extension-apiserver-authentication", namespace: "kube-system"}, false},
+		{"shelljob-operator", access{verb: "get", resource: "secrets", namespace: "kube-system"}, false},
 	} {
 		a := tc.a
 		if got := allowed(t, c, tc.sa, a); got != tc.want {

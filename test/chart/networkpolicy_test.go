@@ -113,6 +113,7 @@ func TestNetworkPolicyVerdicts(t *testing.T) {
 		{"worker to the bot's probes", flow{"worker", "bot", 8081, corev1.ProtocolTCP}, verdict{}, true},
 		{"worker to the operator's metrics", flow{"worker", "operator", 8443, corev1.ProtocolTCP}, verdict{}, true},
 		{"worker to the operator's probes", flow{"worker", "operator", 8081, corev1.ProtocolTCP}, verdict{}, true},
+		{"worker to the operator's stream API", flow{"worker", "operator", 8444, corev1.ProtocolTCP}, verdict{}, true},
 		{"worker to DNS over UDP", flow{"worker", "dns", 53, corev1.ProtocolUDP}, verdict{true, true, true}, false},
 		{"worker to DNS over TCP", flow{"worker", "dns", 53, corev1.ProtocolTCP}, verdict{true, true, true}, false},
 		{"worker to a node-local DNS cache", flow{"worker", "169.254.20.10", 53, corev1.ProtocolUDP}, verdict{true, true, true}, false},
@@ -127,6 +128,9 @@ func TestNetworkPolicyVerdicts(t *testing.T) {
 		{"worker to the internet", flow{"worker", "1.1.1.1", 443, corev1.ProtocolTCP}, verdict{all: true}, false},
 		{"worker to the internet over IPv6", flow{"worker", "2606:4700:4700::1111", 443, corev1.ProtocolTCP}, verdict{all: true}, false},
 		{"the API server's pod proxy to the operator's metrics", flow{"apiserver", "operator", 8443, corev1.ProtocolTCP}, verdict{all: true, none: true}, false},
+		// The aggregation layer reaches the stream API from outside the
+		// pod network too: once the operator knows it.
+		{"the API server's aggregator to the operator's stream API", flow{"apiserver", "operator", 8444, corev1.ProtocolTCP}, verdict{all: true, none: true}, false},
 		{"another node's kubelet to the bot's probes", flow{"node", "bot", 8081, corev1.ProtocolTCP}, verdict{all: true, none: true}, false},
 		{"a pod of another namespace to the bot's metrics", flow{"otherpod", "bot", 8080, corev1.ProtocolTCP}, verdict{true, true, true}, false},
 	}

@@ -624,13 +624,27 @@ func botCgroup(t *testing.T) memCgroup {
 // running pod of ns that selector selects, on its node.
 func containerCgroup(t *testing.T, ns, selector, container string) memCgroup {
 	t.Helper()
-	out := strings.TrimSpace(run(t, "-n", ns, "get", "pods", "-l", selector,
+	return cgroupOf(t, ns+" ("+selector+")", container, run(t, "-n", ns, "get", "pods", "-l", selector,
 		"--field-selector=status.phase=Running", "-o",
 		`jsonpath={range .items[*]}{.spec.nodeName} {range .status.containerStatuses[?(@.name=="`+container+`")]}{.containerID}{end}{"\n"}{end}`))
+}
+
+// podCgroup is containerCgroup of pod ns/name.
+func podCgroup(t *testing.T, ns, name, container string) memCgroup {
+	t.Helper()
+	return cgroupOf(t, ns+"/"+name, container, run(t, "-n", ns, "get", "pod", name, "-o",
+		`jsonpath={.spec.nodeName} {range .status.containerStatuses[?(@.name=="`+container+`")]}{.containerID}{end}`))
+}
+
+// cgroupOf finds the memory cgroup of container, on the node and with the
+// container ID that pods, one "NODE ID" line, names.
+func cgroupOf(t *testing.T, pods, container, out string) memCgroup {
+	t.Helper()
+	out = strings.TrimSpace(out)
 	lines := strings.Split(out, "\n")
 	node, id, ok := strings.Cut(lines[0], " ")
 	if len(lines) != 1 || !ok || id == "" {
-		t.Fatalf("want one running pod of %s (%s) with its container %s, have %q", ns, selector, container, out)
+		t.Fatalf("want one running pod of %s with its container %s, have %q", pods, container, out)
 	}
 	_, id, _ = strings.Cut(id, "://")
 	script := fmt.Sprintf(`for d in $(find /sys/fs/cgroup -type d -name '*%s*' 2>/dev/null); do

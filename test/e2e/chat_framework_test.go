@@ -63,7 +63,7 @@ func Telegram(t *testing.T) control.API {
 	tgOnce.Do(func() {
 		url := os.Getenv("E2E_FAKETG_URL")
 		if url == "" {
-			url, tgErr = portForward(FaketgService, faketgControlPort)
+			url, tgErr = portForward("svc/"+FaketgService, faketgControlPort)
 		}
 		if tgErr == nil {
 			tg = control.NewClient(url, nil)
@@ -77,9 +77,9 @@ func Telegram(t *testing.T) control.API {
 
 var forwardLine = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
 
-// portForward keeps `kubectl port-forward svc/SERVICE :PORT` running on one
+// portForward keeps `kubectl port-forward TARGET :PORT` (svc/NAME, pod/NAME) running on one
 // local port for the whole run, and returns its URL.
-func portForward(service string, port int) (string, error) {
+func portForward(target string, port int) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -93,7 +93,7 @@ func portForward(service string, port int) (string, error) {
 		runtime.LockOSThread()
 		first := true
 		for {
-			cmd := kubectlCmd("-n", Namespace, "port-forward", "svc/"+service, fmt.Sprintf("%d:%d", local, port))
+			cmd := kubectlCmd("-n", Namespace, "port-forward", target, fmt.Sprintf("%d:%d", local, port))
 			// The port-forward ends with the test binary: one left behind
 			// would hold whatever the run inherited.
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -126,7 +126,7 @@ func portForward(service string, port int) (string, error) {
 			return "", err
 		}
 	case <-time.After(time.Minute):
-		return "", fmt.Errorf("kubectl port-forward svc/%s did not start", service)
+		return "", fmt.Errorf("kubectl port-forward %s did not start", target)
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(local), nil
 }

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -134,7 +137,7 @@ func TestBenchOperatorMemory(t *testing.T) {
 	// each lists them all.
 	run(t, "-n", Namespace, "delete", "pod", "-l", "app.kubernetes.io/component=operator", "--wait=false")
 	run(t, "-n", Namespace, "delete", "pod", "-l", "app.kubernetes.io/component=bot", "--wait=false")
-	waitReplaced(t, "app.kubernetes.io/component=operator", "manager", oldOp)
+	waitLeaderReplaced(t, oldOp)
 	waitReplaced(t, "app.kubernetes.io/component=bot", "bot", oldBot)
 	probe := Create(t, Job(t, "probe", "true").Pool(benchPool).Stop(shellv1alpha1.StopReasonUser))[0]
 	WaitForJobPhase(t, probe, OperatorRestartTimeout, shellv1alpha1.PhaseStopped)
@@ -381,10 +384,52 @@ func roomInQuota(t *testing.T, n int64) {
 	setJobQuota(t, used.Value()+n)
 }
 
-// operatorCgroup is the memory cgroup of the operator's container.
+// operatorCgroup is the memory cgroup of the leading operator's
+// container: the replica that runs the controllers (the other serves the
+// stream API alone).
 func operatorCgroup(t *testing.T) memCgroup {
 	t.Helper()
-	return containerCgroup(t, Namespace, "app.kubernetes.io/component=operator", "manager")
+	return podCgroup(t, Namespace, operatorLeader(t), "manager")
+}
+
+// operatorLeader is the pod that holds the operator's leader Lease, once
+// one does and runs.
+func operatorLeader(t *testing.T) string {
+	t.Helper()
+	var pod string
+	poll(t, OperatorRestartTimeout, "a leading operator pod that runs", func() (bool, string) {
+		var lease coordinationv1.Lease
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: operatorLease}, &lease); err != nil {
+			return false, err.Error()
+		}
+		// controller-runtime's identity: the pod's name, "_", a UUID.
+		pod, _, _ = strings.Cut(ptr.Deref(lease.Spec.HolderIdentity, ""), "_")
+		phase := strings.TrimSpace(runQuiet("-n", Namespace, "get", "pod", pod, "-o", "jsonpath={.status.phase}"))
+		return phase == string(corev1.PodRunning), "holder " + pod + " " + phase
+	})
+	return pod
+}
+
+// operatorLease is the operator's leader election Lease (cmd/manager).
+const operatorLease = "shelljob-operator.shell.shelljob.dev"
+
+// waitLeaderReplaced waits until the leading operator runs a manager
+// container other than old, ready.
+func waitLeaderReplaced(t *testing.T, old string) {
+	t.Helper()
+	poll(t, OperatorRestartTimeout, "a new leading manager container, ready", func() (bool, string) {
+		pod := operatorLeader(t)
+		out := strings.TrimSpace(runQuiet("-n", Namespace, "get", "pod", pod, "-o",
+			`jsonpath={range .status.containerStatuses[?(@.name=="manager")]}{.containerID} {.ready}{end}`))
+		id, ready, _ := strings.Cut(out, " ")
+		return id != "" && !strings.Contains(id, old) && ready == "true", pod + ": " + out
+	})
+}
+
+// runQuiet is run that returns what kubectl wrote, its failure included.
+func runQuiet(args ...string) string {
+	out, _ := kubectlCmd(args...).CombinedOutput()
+	return string(out)
 }
 
 // waitReplaced waits until the one pod that selector picks runs a

@@ -616,7 +616,8 @@ func TestOperatorMetrics(t *testing.T) {
 	}
 	run(t, "create", "clusterrolebinding", binding, "--clusterrole=shelljob-"+Namespace+"-metrics-reader", "--serviceaccount="+Namespace+":"+reader)
 	t.Cleanup(func() { _, _ = kubectlCmd("delete", "clusterrolebinding", binding).CombinedOutput() })
-	url, err := portForward("shelljob-operator-metrics", 8443)
+	// The leader's: the other replica runs no controller, and counts no job.
+	url, err := portForward("pod/"+operatorLeader(t), 8443)
 	if err != nil {
 		t.Fatal(err)
 	}

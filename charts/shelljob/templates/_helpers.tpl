@@ -124,3 +124,12 @@ operator writes <name>-outside: the workers' and the release namespace's.
 {{- define "shelljob.releaseNetworkPolicy" -}}
 {{- printf "%s-deny-workers" (include "shelljob.fullname" .) }}
 {{- end }}
+
+{{/* The Service of the stream API, and the Secret of its certificate. */}}
+{{- define "shelljob.streamAPIService" -}}
+{{- printf "%s-stream-api" (include "shelljob.operatorName" .) }}
+{{- end }}
+
+{{- define "shelljob.streamAPISecret" -}}
+{{- printf "%s-stream-api-tls" (include "shelljob.operatorName" .) }}
+{{- end }}

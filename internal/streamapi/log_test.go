@@ -1,0 +1,264 @@
+package streamapi_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+// TestLogWho checks who reads which log: the owner of a CLI job, and a
+// holder of get on shelljobs/log; nobody else, and nobody but the latter
+// a Telegram job's.
+func TestLogWho(t *testing.T) {
+	f := setup(t)
+	f.job("mine", alice, "echo hi from alice")
+	f.create(utiltesting.MakeShellJob("chat", f.cluster.Namespace).Command("echo hi from the chat").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 2}).Obj())
+	f.finished("mine")
+	f.finished("chat")
+
+	cases := map[string]struct {
+		user, job string
+		want      string
+		wantErr   func(error) bool
+	}{
+		"the owner reads their job":              {user: alice, job: "mine", want: "hi from alice\n"},
+		"another user is refused":                {user: bob, job: "mine", wantErr: apierrors.IsForbidden},
+		"a reader reads any job":                 {user: reader, job: "mine", want: "hi from alice\n"},
+		"a reader reads a Telegram job":          {user: reader, job: "chat", want: "hi from the chat\n"},
+		"a Telegram job has no owner":            {user: alice, job: "chat", wantErr: apierrors.IsForbidden},
+		"a missing job is not found to a reader": {user: reader, job: "none", wantErr: apierrors.IsNotFound},
+		"a missing job is refused to a user":     {user: bob, job: "none", wantErr: apierrors.IsForbidden},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := f.log(f.as(tc.user), tc.job, streamv1alpha1.ShellJobLogOptions{})
+			switch {
+			case tc.wantErr != nil && !tc.wantErr(err):
+				t.Fatalf("log of %s as %s: got %q, %v; want the other error", tc.job, tc.user, got, err)
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("log of %s as %s: %v", tc.job, tc.user, err)
+			case got != tc.want:
+				t.Errorf("log of %s as %s = %q, want %q", tc.job, tc.user, got, tc.want)
+			}
+			if err != nil {
+				t.Logf("%s: %v", tc.user, err)
+			}
+		})
+	}
+}
+
+// TestLogOwnerNeedsCreate checks that an owner who may no longer create
+// ShellJobs reads nothing.
+func TestLogOwnerNeedsCreate(t *testing.T) {
+	f := setup(t)
+	f.job("old", "carol", "echo hi")
+	f.finished("old")
+	if _, err := f.log(f.as("carol"), "old", streamv1alpha1.ShellJobLogOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("log as an owner without create: %v, want Forbidden", err)
+	}
+}
+
+// TestLogOptions checks each option on a finished job.
+func TestLogOptions(t *testing.T) {
+	f := setup(t)
+	f.job("words", alice, `echo hello world; printf 'caf\xc3\xa9 \xff\n'; printf 'abc\rX\n'`)
+	f.finished("words")
+	const whole = "hello world\ncafé \xff\nabc\rX\n"
+	rc := f.as(alice)
+	cases := map[string]struct {
+		opts streamv1alpha1.ShellJobLogOptions
+		want string
+	}{
+		"whole":          {want: whole},
+		"from an offset": {opts: streamv1alpha1.ShellJobLogOptions{Offset: 6}, want: whole[6:]},
+		"at the end":     {opts: streamv1alpha1.ShellJobLogOptions{Offset: int64(len(whole))}, want: ""},
+		"followed":       {opts: streamv1alpha1.ShellJobLogOptions{Follow: true}, want: whole},
+		"awaiting start": {opts: streamv1alpha1.ShellJobLogOptions{AwaitStart: true}, want: whole},
+		"escaped text":   {opts: streamv1alpha1.ShellJobLogOptions{Text: streamv1alpha1.TextEscaped}, want: "hello world\ncafé \\xff\nabc\rX\n"},
+		"rendered text":  {opts: streamv1alpha1.ShellJobLogOptions{Text: streamv1alpha1.TextRendered}, want: "hello world\ncafé \\xff\nXbc\n"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := f.log(rc, "words", tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("log = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("framed", func(t *testing.T) {
+		got, err := f.log(rc, "words", streamv1alpha1.ShellJobLogOptions{Framed: true, Offset: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		reached, err := agentapi.ReadFollow(strings.NewReader(got), 6, &text)
+		if err != nil {
+			t.Fatalf("framed stream %q: %v", got, err)
+		}
+		if text.String() != whole[6:] || reached != int64(len(whole)) {
+			t.Errorf("framed stream = %q to %d, want %q to %d", text.String(), reached, whole[6:], len(whole))
+		}
+	})
+	t.Run("framed text", func(t *testing.T) {
+		got, err := f.log(rc, "words", streamv1alpha1.ShellJobLogOptions{Framed: true, Text: streamv1alpha1.TextRendered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		if err := agentapi.ReadText(strings.NewReader(got), agentapi.TextRendered, &text); err != nil {
+			t.Fatalf("framed text %q: %v", got, err)
+		}
+		if want := "hello world\ncafé \\xff\nXbc\n"; text.String() != want {
+			t.Errorf("framed text = %q, want %q", text.String(), want)
+		}
+	})
+	bad := map[string]streamv1alpha1.ShellJobLogOptions{
+		"a negative offset":       {Offset: -1},
+		"an offset to await":      {AwaitStart: true, Offset: 3},
+		"an unknown text":         {Text: "html"},
+		"an offset into the text": {Text: streamv1alpha1.TextEscaped, Offset: 3},
+		"an offset past the end":  {Offset: 1000},
+	}
+	for name, opts := range bad {
+		t.Run(name, func(t *testing.T) {
+			if got, err := f.log(rc, "words", opts); !apierrors.IsBadRequest(err) {
+				t.Errorf("log with %s: %q, %v; want BadRequest", name, got, err)
+			} else {
+				t.Log(err)
+			}
+		})
+	}
+}
+
+// TestLogLive checks that a follow streams the output as it comes, and
+// that a running job's log is followed.
+func TestLogLive(t *testing.T) {
+	f := setup(t)
+	f.job("live", alice, "echo first; sleep 300; echo never")
+	f.waitJob("live", "started", shelljob.IsStarted)
+	rc := f.as(alice)
+	if got, err := f.log(rc, "live", streamv1alpha1.ShellJobLogOptions{}); !apierrors.IsBadRequest(err) {
+		t.Fatalf("log of a running job without follow = %q, %v; want BadRequest", got, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	body, err := f.request(rc, "GET", "live", streamv1alpha1.SubresourceLog).
+		VersionedParams(&streamv1alpha1.ShellJobLogOptions{Follow: true}, params).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	br := bufio.NewReader(body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("first line of the follow = %q, %v", line, err)
+	}
+	if sj, _ := f.cluster.Job(ctx, "live"); shelljob.IsFinished(sj) {
+		t.Fatal("the job ended before its follow got its first line")
+	}
+	f.patch("live", `{"spec":{"stop":true}}`)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatalf("the follow after the stop: %q, %v", rest, err)
+	}
+	if strings.Contains(string(rest), "never") {
+		t.Errorf("the follow went on past the stop: %q", rest)
+	}
+	if !shelljob.IsFinished(f.finished("live")) {
+		t.Error("the job did not end")
+	}
+}
+
+// TestLogAwaitStart checks a follow opened before the job starts: right
+// after its create, and while it is held.
+func TestLogAwaitStart(t *testing.T) {
+	f := setup(t)
+	rc := f.as(alice)
+	f.job("quick", alice, "echo quick")
+	got, err := f.log(rc, "quick", streamv1alpha1.ShellJobLogOptions{AwaitStart: true, Framed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &text); err != nil || text.String() != "quick\n" {
+		t.Fatalf("follow opened at the create = %q, %v; want quick", text.String(), err)
+	}
+
+	f.create(utiltesting.MakeShellJob("held", f.cluster.Namespace).Command("echo released").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: alice}).Hold().Obj())
+	done := make(chan struct{})
+	var held string
+	go func() {
+		defer close(done)
+		held, err = f.log(rc, "held", streamv1alpha1.ShellJobLogOptions{Follow: true})
+	}()
+	f.waitJob("held", "placed", shelljob.IsAssigned)
+	select {
+	case <-done:
+		t.Fatalf("the follow of a held job ended: %q, %v", held, err)
+	default:
+	}
+	f.patch("held", `{"spec":{"hold":false}}`)
+	<-done
+	if err != nil || held != "released\n" {
+		t.Fatalf("follow of a held job once released = %q, %v", held, err)
+	}
+
+	f.create(utiltesting.MakeShellJob("queued", f.cluster.Namespace).Command("echo never").Pool("none").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: alice}).Obj())
+	if got, err := f.log(rc, "queued", streamv1alpha1.ShellJobLogOptions{}); !apierrors.IsBadRequest(err) {
+		t.Errorf("log of a queued job without follow = %q, %v; want BadRequest", got, err)
+	}
+	f.patch("queued", `{"spec":{"stop":true}}`)
+	f.finished("queued")
+	got, err = f.log(rc, "queued", streamv1alpha1.ShellJobLogOptions{Follow: true, Framed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &text); err != nil || text.String() != "" {
+		t.Errorf("follow of a job stopped before it ran = %q, %v; want an empty, closed output", text.String(), err)
+	}
+}
+
+// TestLogWorkerGone checks that the log of a job whose worker is gone is a
+// clear error.
+func TestLogWorkerGone(t *testing.T) {
+	f := setup(t)
+	f.job("lost", alice, "echo gone soon")
+	f.finished("lost")
+	if err := f.cluster.LoseWorker(context.Background(), "lost"); err != nil {
+		t.Fatal(err)
+	}
+	rc := f.as(alice)
+	var err error
+	// The replica's cache learns of the deletion.
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(context.Context) (bool, error) {
+		_, err = f.log(rc, "lost", streamv1alpha1.ShellJobLogOptions{})
+		return err != nil, nil
+	})
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusGone || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("log of a job whose worker is gone: %v; want 410 Gone that says so", err)
+	}
+	t.Log(err)
+}

@@ -1,0 +1,13 @@
+// Package streamclient is the client of the stream.shelljob.dev API
+// (internal/streamapi) for the bot and kubectl shelljob: a job's output
+// from a byte offset, resumed from the offset reached after a cut (a
+// restart of the operator replica that served it, a broken connection);
+// its final text; its files in and out; and an attach to a console.
+//
+// A stream that moves no byte, keepalives included, for
+// Options.StreamIdle is cut (agentapi.ErrStreamIdle) and, for a follow,
+// resumed: the server's keepalives keep a silent command's follow moving.
+// A refusal (Forbidden, NotFound, BadRequest) ends a call at once, and a
+// job whose output is lost (410 Gone: its worker is gone) ends it with
+// ErrOutputLost.
+package streamclient

@@ -1,0 +1,275 @@
+package streamclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/agentclient"
+	"shelljob.dev/shelljob/internal/idle"
+)
+
+// Waits before a follow is resumed: they double while the streams read
+// nothing, so that an API that does not answer is not asked once a
+// second.
+const (
+	DefaultRetry    = time.Second
+	DefaultRetryMax = 30 * time.Second
+)
+
+// ErrOutputLost is wrapped by an error for a job whose output or files
+// are lost: its worker is gone (410 Gone). No retry mends it.
+var ErrOutputLost = errors.New("the job's output is lost")
+
+// Options configure a Client.
+type Options struct {
+	// Namespace holds the jobs. Required.
+	Namespace string
+	// StreamIdle bounds how long a stream may move no byte, keepalives
+	// included: a follow is then resumed, any other call fails with an
+	// error that wraps agentapi.ErrStreamIdle. The time the caller's
+	// writer or reader takes does not count. Defaults to
+	// agentapi.DefaultStreamIdle; negative: no limit.
+	StreamIdle time.Duration
+	// Retry is the first wait before a follow is resumed, RetryMax the
+	// longest. Default to DefaultRetry and DefaultRetryMax.
+	Retry, RetryMax time.Duration
+	// OnResume, when set, hears why each follow is resumed, from where.
+	OnResume func(job string, offset int64, err error)
+}
+
+// Client reaches the stream API of a namespace.
+type Client struct {
+	config *rest.Config
+	rest   rest.Interface
+	opts   Options
+}
+
+// params encodes the options into a request's query.
+var params = func() runtime.ParameterCodec {
+	s := runtime.NewScheme()
+	if err := streamv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return runtime.NewParameterCodec(s)
+}()
+
+// New returns a Client that reaches the API server of config. Its
+// timeout, if any, is dropped: a stream lasts as long as its context.
+func New(config *rest.Config, opts Options) (*Client, error) {
+	if opts.Namespace == "" {
+		return nil, errors.New("stream client: Options.Namespace is required")
+	}
+	if opts.StreamIdle == 0 {
+		opts.StreamIdle = agentapi.DefaultStreamIdle
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = DefaultRetry
+	}
+	if opts.RetryMax < opts.Retry {
+		opts.RetryMax = max(DefaultRetryMax, opts.Retry)
+	}
+	cfg := rest.CopyConfig(config)
+	cfg.Timeout = 0
+	cfg.APIPath = "/apis"
+	cfg.GroupVersion = &streamv1alpha1.GroupVersion
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("stream client: %w", err)
+	}
+	return &Client{config: cfg, rest: rc, opts: opts}, nil
+}
+
+// request is a request for the subresource sub of job.
+func (c *Client) request(verb, job, sub string) *rest.Request {
+	return c.rest.Verb(verb).Namespace(c.opts.Namespace).Resource(streamv1alpha1.Resource).Name(job).SubResource(sub)
+}
+
+// watch bounds a stream by the idle limit.
+func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
+	return idle.New(ctx, c.opts.StreamIdle, fmt.Errorf("no byte moved for %s: %w", c.opts.StreamIdle, agentapi.ErrStreamIdle))
+}
+
+// Follow copies the output of job from byte offset to w until the output
+// is closed (the job ended), and returns the offset reached, as
+// agentapi.Client.Follow does: a w that is an agentapi.FollowSink gets
+// the frames. With offset agentapi.AwaitStart, it waits for the job's
+// start and follows it from 0, so that it may be called right after the
+// job's create; a job not started yet is waited for anyway. A stream cut
+// is resumed from the offset it reached, after a wait, until ctx ends: it
+// returns the error of a refusal, or of a job whose output is lost
+// (ErrOutputLost), at once.
+func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
+	wait := c.opts.Retry
+	for {
+		reached, err := c.followOnce(ctx, job, offset, w)
+		if reached > max(offset, 0) {
+			offset, wait = reached, c.opts.Retry
+		}
+		if err == nil || ctx.Err() != nil || final(err) {
+			return max(offset, reached), c.named(job, err)
+		}
+		if err := c.again(ctx, job, max(offset, 0), err, &wait); err != nil {
+			return max(offset, reached), err
+		}
+	}
+}
+
+// again waits before a call is tried again after err, from offset, and
+// doubles the next wait; it fails when ctx ends first.
+func (c *Client) again(ctx context.Context, job string, offset int64, err error, wait *time.Duration) error {
+	if c.opts.OnResume != nil {
+		c.opts.OnResume(job, offset, err)
+	}
+	select {
+	case <-time.After(*wait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	*wait = min(2**wait, c.opts.RetryMax)
+	return nil
+}
+
+// followOnce is one stream of a follow.
+func (c *Client) followOnce(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
+	opts := &streamv1alpha1.ShellJobLogOptions{Follow: true, Framed: true, Offset: max(offset, 0), AwaitStart: offset == agentapi.AwaitStart}
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceLog).VersionedParams(opts, params).Stream(ctx)
+	if err != nil {
+		return offset, cause(ctx, err)
+	}
+	defer body.Close()
+	reached, err := agentapi.DecodeFollow(watch.Source(body), max(offset, 0), agentapi.NearSink(watch, agentapi.SinkOf(w)), nil)
+	return reached, cause(ctx, err)
+}
+
+// FollowText writes to w the job's output from its start as its final
+// shows it, in mode, made on the worker (agentapi.Client.FollowText),
+// once the output is closed. A request that fails before its stream
+// starts is tried again; a stream cut after fails: read it again from the
+// start.
+func (c *Client) FollowText(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) error {
+	wait := c.opts.Retry
+	for {
+		started, err := c.textOnce(ctx, job, mode, w)
+		if err == nil || ctx.Err() != nil || final(err) || started {
+			return c.named(job, err)
+		}
+		if err := c.again(ctx, job, 0, err, &wait); err != nil {
+			return err
+		}
+	}
+}
+
+// textOnce is one request of FollowText; started tells whether its
+// stream started.
+func (c *Client) textOnce(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) (started bool, err error) {
+	opts := &streamv1alpha1.ShellJobLogOptions{Framed: true, Text: streamv1alpha1.TextMode(mode)}
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceLog).VersionedParams(opts, params).Stream(ctx)
+	if err != nil {
+		return false, cause(ctx, err)
+	}
+	defer body.Close()
+	return true, cause(ctx, agentapi.ReadText(watch.Source(body), mode, watch.Writer(w)))
+}
+
+// GetFiles writes the job's $SHELLJOB_OUT, once it started, as a tar
+// stream to w.
+func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceFiles).Stream(ctx)
+	if err != nil {
+		return c.named(job, cause(ctx, err))
+	}
+	defer body.Close()
+	_, err = io.Copy(watch.Writer(w), watch.Source(body))
+	return c.named(job, cause(ctx, err))
+}
+
+// PutFiles unpacks the tar stream into the $SHELLJOB_OUT of the job, held
+// (spec.hold) and not started, waiting for its placement: the command's
+// input files.
+func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error {
+	ctx, watch := c.watch(ctx)
+	defer watch.Stop()
+	err := c.request(http.MethodPut, job, streamv1alpha1.SubresourceFiles).
+		SetHeader("Content-Type", "application/x-tar").Body(io.NopCloser(watch.Reader(tar))).Do(ctx).Error()
+	return c.named(job, cause(ctx, err))
+}
+
+// Attach attaches streams to the console of job, once it runs, as
+// `kubectl attach` does: over WebSocket, falling back to SPDY where an
+// upgrade to WebSocket fails. With streams.Tty, stderr comes on stdout.
+// It returns once the console ended, with an error that carries the
+// shell's exit status (client-go's exec.CodeExitError) when it is not 0.
+func (c *Client) Attach(ctx context.Context, job string, streams remotecommand.StreamOptions) error {
+	opts := &streamv1alpha1.ShellJobAttachOptions{
+		Stdin:  streams.Stdin != nil,
+		Stdout: streams.Stdout != nil,
+		Stderr: streams.Stderr != nil && !streams.Tty,
+		TTY:    streams.Tty,
+	}
+	if !opts.Stderr {
+		streams.Stderr = nil
+	}
+	u := c.request(http.MethodPost, job, streamv1alpha1.SubresourceAttach).VersionedParams(opts, params).URL()
+	ex, err := agentclient.NewExecutor(c.config, u)
+	if err != nil {
+		return fmt.Errorf("attach to shelljob %s: %w", job, err)
+	}
+	return c.named(job, ex.StreamWithContext(ctx, streams))
+}
+
+// final tells whether err is a refusal that no retry mends.
+func final(err error) bool {
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), apierrors.IsNotFound(err),
+		apierrors.IsBadRequest(err), apierrors.IsConflict(err), apierrors.IsMethodNotSupported(err),
+		isGone(err):
+		return true
+	}
+	return false
+}
+
+// isGone tells whether err is the 410 Gone of a lost output.
+func isGone(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && status.Status().Code == http.StatusGone
+}
+
+// named names the job in err, and marks a lost output's.
+func (c *Client) named(job string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isGone(err):
+		return fmt.Errorf("shelljob %s/%s: %w: %w", c.opts.Namespace, job, ErrOutputLost, err)
+	}
+	return fmt.Errorf("shelljob %s/%s: %w", c.opts.Namespace, job, err)
+}
+
+// cause is err, or why ctx ended if it did: the idle limit's cut.
+func cause(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			return c
+		}
+	}
+	return err
+}
