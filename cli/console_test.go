@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -123,5 +128,36 @@ func TestConsoleCommand(t *testing.T) {
 		if got := consoleCommand(tc.shell, tc.term); got != tc.want {
 			t.Errorf("consoleCommand(%q, %q) = %q, want %q", tc.shell, tc.term, got, tc.want)
 		}
+	}
+}
+
+// The attach goes to the attach subresource of the job in the aggregated
+// API, with the query of pods/attach, over WebSocket first.
+func TestAttachURL(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	config := &rest.Config{Host: srv.URL}
+	core, err := corev1client.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apiAttacher{config: config, rest: core.RESTClient()}
+	job := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cli-abc"}}
+	err = a.Attach(context.Background(), job, remotecommand.StreamOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
+	if err == nil {
+		t.Error("an attach to a server without the API succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "GET /apis/stream.shelljob.dev/v1alpha1/namespaces/team/shelljobs/cli-abc/attach?stdin=true&stdout=true&tty=true"
+	if len(got) == 0 || got[0] != want {
+		t.Errorf("requests %q, want first %q", got, want)
 	}
 }
