@@ -111,7 +111,7 @@ func TestConsoleIsAJob(t *testing.T) {
 		t.Fatalf("%d console jobs, want 1", len(js))
 	}
 	j := waitEnded(ctx, t, cl, js[0].Name)
-	if j.Status.Number == 0 || j.Spec.Origin.User != "erin" || shelljob.Phase(j) != shellv1alpha1.PhaseFailed ||
+	if j.Status.Number == 0 || j.Spec.Origin.Source != shellv1alpha1.OriginCLI || shelljob.Phase(j) != shellv1alpha1.PhaseFailed ||
 		j.Status.ExitCode == nil || *j.Status.ExitCode != 3 {
 		t.Errorf("the console's job: %+v", j.Status)
 	}
