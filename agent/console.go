@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,11 +61,7 @@ type console struct {
 // startConsole runs the command as startFork does, on a new
 // pseudo-terminal.
 func (d *Daemon) startConsole(req agentapi.StartRequest) (*job, func(), error) {
-	path, err := exec.LookPath(req.Shell)
-	if err != nil {
-		return nil, nil, err
-	}
-	dir, sp, err := d.prepare(req)
+	path, dir, sp, err := d.prepareFork(req)
 	if err != nil {
 		return nil, nil, err
 	}

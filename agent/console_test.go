@@ -278,10 +278,14 @@ func TestConsoleOneAttachAtATime(t *testing.T) {
 		t.Errorf("attach to a Fork job: %v", err)
 	}
 
-	if _, err := io.WriteString(typing, "sleep 1000\r"); err != nil {
+	if _, err := io.WriteString(typing, "print sleeping; sleep 1000\r"); err != nil {
 		t.Fatal(err)
 	}
-	waitProc(t, d.groupIn(t, "one", "sleep"), "sleep")
+	for deadline := time.Now().Add(waitLong); !strings.Contains(screen.String(), "\nsleeping"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never ran: %q", screen.String())
+		}
+	}
 	ctx := ctxFor(t, waitLong)
 	if err := d.c.Stop(ctx, "one", 100*time.Millisecond, nil); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -292,43 +296,4 @@ func TestConsoleOneAttachAtATime(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Errorf("the first attach: %v", err)
 	}
-}
-
-// groupIn is the process group of the process named name in the session
-// of job id's shell: a command typed into a console runs in a group of its
-// own, as the shell's job control makes it.
-func (d *daemon) groupIn(t *testing.T, id, name string) int {
-	t.Helper()
-	sid := d.pgidOf(t, id)
-	deadline := time.Now().Add(waitShort)
-	for {
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-			f := strings.Fields(s[j+1:])
-			if i >= 0 && len(f) > 3 && s[i+1:j] == name && f[3] == strconv.Itoa(sid) {
-				pgid, _ := strconv.Atoi(f[2])
-				return pgid
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s in the session of %s", name, id)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// pgidOf is the process group of job id, its shell's.
-func (d *daemon) pgidOf(t *testing.T, id string) int {
-	t.Helper()
-	e, err := d.waitEvent(waitShort, func(e agentapi.Event) bool { return e.Job == id && e.PGID != 0 })
-	if err != nil {
-		t.Fatalf("no event of %s: %v", id, err)
-	}
-	return e.PGID
 }

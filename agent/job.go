@@ -189,11 +189,7 @@ func shellArgv(shell string) []string {
 // startFork runs the command in SHELL in a new session, the command on
 // commandFD. The returned waiter returns once the job has ended.
 func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
-	path, err := exec.LookPath(req.Shell)
-	if err != nil {
-		return nil, nil, err
-	}
-	dir, sp, err := d.prepare(req)
+	path, dir, sp, err := d.prepareFork(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,6 +208,16 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 		return nil, nil, err
 	}
 	return d.forkStarted(req, dir, sp, r, s, uid)
+}
+
+// prepareFork finds the shell of a job that runs in a shell of its own
+// (Fork, Direct, Console), and makes its directory and spool.
+func (d *Daemon) prepareFork(req agentapi.StartRequest) (path, dir string, sp *spool.Spool, err error) {
+	if path, err = exec.LookPath(req.Shell); err != nil {
+		return "", "", nil, err
+	}
+	dir, sp, err = d.prepare(req)
+	return path, dir, sp, err
 }
 
 // spawnWithFiles starts a Fork job's shell with no input, its output to
