@@ -191,10 +191,7 @@ func (c *console) input(r io.Reader) {
 		}
 		switch kind {
 		case inputData:
-			// A master closed at the job's end takes no more: the rest is
-			// read and dropped.
-			if _, err := io.CopyN(masterWriter{c.master}, br, args[0]); err != nil && !errors.Is(err, os.ErrClosed) &&
-				!errors.Is(err, syscall.EIO) {
+			if _, err := io.CopyN(masterWriter{c.master}, br, args[0]); err != nil {
 				return
 			}
 		case inputSize:
@@ -203,8 +200,9 @@ func (c *console) input(r io.Reader) {
 	}
 }
 
-// masterWriter writes to a master that may be closed under it, in which
-// case the bytes are dropped.
+// masterWriter writes to a master that may be closed under it, at the
+// job's end: the bytes are dropped then, and the attach goes on to the
+// console's exit status.
 type masterWriter struct{ f *os.File }
 
 func (w masterWriter) Write(p []byte) (int, error) {
