@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -321,6 +322,52 @@ func TestCLIConsolePiped(t *testing.T) {
 	}
 	if len(consoles) != 1 || consoles[0].Status.Number == 0 || consoles[0].Annotations[shellv1alpha1.AnnotationDelivered] == "" {
 		t.Errorf("console jobs of %s: %+v; want one, numbered and delivered", user, consoles)
+	}
+}
+
+// TestCLIConsoleCutHangsUp: a console whose plugin dies (its session cut
+// with no goodbye) is hung up, as a closed ssh session is: its job ends
+// of the hangup, and its worker is free again.
+func TestCLIConsoleCutHangsUp(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	user := consoleUser(t)
+	cmd := shelljobCmd(t, "--as", user, "console", "--pool", Pool)
+	in, err := cmd.StdinPipe() // held open: the console sends no exit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out := &utiltesting.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, "echo ATTACHED\n"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, JobTimeout, "the console's output", func() (bool, string) {
+		return regexp.MustCompile(`(?m)^ATTACHED\r?$`).MatchString(out.String()), out.String()
+	})
+	var console *shellv1alpha1.ShellJob
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.Origin.User == user && list.Items[i].Spec.Mode == shellv1alpha1.ModeConsole {
+			console = &list.Items[i]
+		}
+	}
+	if console == nil {
+		t.Fatalf("no console job of %s", user)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	ended := WaitForJobEnd(t, console, JobTimeout)
+	// zsh exits with 1 (SIGHUP's number) when hung up; a shell that dies
+	// of it reports 129.
+	if code := ExitCode(ended); code != 1 && code != 129 || len(ended.Status.StopSteps) > 0 {
+		t.Errorf("the cut console ended with %d, stop steps %v; want the status of a hangup, and no stop", code, ended.Status.StopSteps)
 	}
 }
 
