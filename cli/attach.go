@@ -23,12 +23,12 @@ type Attacher interface {
 	Attach(ctx context.Context, job *shellv1alpha1.ShellJob, opts remotecommand.StreamOptions) error
 }
 
-// StreamGroupVersion is the aggregated API that serves the streams of
+// streamGroupVersion is the aggregated API that serves the streams of
 // ShellJobs, their attach subresource among them.
-const StreamGroupVersion = "stream.shelljob.dev/v1alpha1"
+const streamGroupVersion = "stream.shelljob.dev/v1alpha1"
 
 // apiAttacher attaches through the attach subresource of ShellJobs in
-// StreamGroupVersion, with the remotecommand protocols of pods/attach:
+// streamGroupVersion, with the remotecommand protocols of pods/attach:
 // WebSocket, then SPDY. The API server checks the caller's right to it,
 // and the operator reaches the console on its worker.
 type apiAttacher struct {
@@ -40,7 +40,7 @@ var _ Attacher = apiAttacher{}
 
 // Attach implements Attacher.
 func (a apiAttacher) Attach(ctx context.Context, job *shellv1alpha1.ShellJob, opts remotecommand.StreamOptions) error {
-	u := a.rest.Post().AbsPath("/apis", StreamGroupVersion, "namespaces", job.Namespace, "shelljobs", job.Name, "attach").
+	u := a.rest.Post().AbsPath("/apis", streamGroupVersion, "namespaces", job.Namespace, "shelljobs", job.Name, "attach").
 		VersionedParams(&corev1.PodAttachOptions{Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, TTY: true},
 			clientgoscheme.ParameterCodec).URL()
 	ex, err := agentclient.NewExecutor(a.config, u)
