@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -281,4 +282,81 @@ func (c *Client) Stop(ctx context.Context, job string, step time.Duration, onSte
 		}
 	}
 	return nil
+}
+
+// Attach relays in to the terminal of Console job's console, each size
+// from sizes (nil for none) to its window, and its output, from its start,
+// to out, until the console ends; it returns the exit status of the
+// console's command. It waits for the console to start, up to the
+// daemon's AttachStartWait. The end of in hangs the console up, as the end
+// of ctx does (it closes the connection); Attach may return before a Read
+// of in it began has.
+func (c *Client) Attach(ctx context.Context, job string, in io.Reader, out io.Writer, sizes <-chan WindowSize) (int, error) {
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdAttach, Job: job}, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	iw := &inputWriter{w: st.conn}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s, ok := <-sizes:
+				if !ok || iw.size(s) != nil {
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 && iw.data(buf[:n]) != nil {
+				return
+			}
+			if err != nil {
+				iw.mu.Lock()
+				_ = st.conn.(*net.UnixConn).CloseWrite()
+				iw.mu.Unlock()
+				return
+			}
+		}
+	}()
+	// st.r is a bufio.Reader of the size DecodeFollow asks for, so that it
+	// reads the frames from st.r itself, and the exit line after them is
+	// still there.
+	if _, err := agentapi.DecodeFollow(st.r, 0, terminalSink{out}, nil); err != nil {
+		return 0, streamEnd(ctx, err, "attach")
+	}
+	line, err := st.r.ReadString('\n')
+	if err != nil {
+		return 0, streamEnd(ctx, err, "attach")
+	}
+	var kind byte
+	var code int
+	if _, err := fmt.Sscanf(line, "%c %d\n", &kind, &code); err != nil || kind != exitLine {
+		return 0, fmt.Errorf("attach: bad exit line %q: %w", line, agentapi.ErrProtocol)
+	}
+	return code, nil
+}
+
+// terminalSink writes a console's output to a terminal, with the lines
+// for what the spool did not keep in the terminal's line ends.
+type terminalSink struct{ w io.Writer }
+
+func (t terminalSink) Data(p []byte) error { _, err := t.w.Write(p); return err }
+
+func (t terminalSink) Gap(n int64) error {
+	_, err := io.WriteString(t.w, strings.ReplaceAll(agentapi.GapLine(n), "\n", "\r\n"))
+	return err
+}
+
+func (t terminalSink) AfterStop(n int64) error {
+	_, err := io.WriteString(t.w, strings.ReplaceAll(agentapi.AfterStopLine(n), "\n", "\r\n"))
+	return err
 }

@@ -108,6 +108,12 @@ type Options struct {
 	// EventsKeepalive is how often a quiet event stream gets an
 	// EventKeepalive. Defaults to agentapi.EventsKeepalive.
 	EventsKeepalive time.Duration
+	// ConsoleAttachWait is how long a console waits for its attach before
+	// it is hung up. Defaults to agentapi.ConsoleAttachWait.
+	ConsoleAttachWait time.Duration
+	// AttachStartWait is the longest an attach waits for its console to
+	// start. Defaults to agentapi.AttachStartWait.
+	AttachStartWait time.Duration
 	// CgroupRoot is where the agent reads its memory cgroup's OOM kills.
 	// Defaults to DefaultCgroupRoot.
 	CgroupRoot string
@@ -162,6 +168,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EventsKeepalive <= 0 {
 		o.EventsKeepalive = agentapi.EventsKeepalive
+	}
+	if o.ConsoleAttachWait <= 0 {
+		o.ConsoleAttachWait = agentapi.ConsoleAttachWait
+	}
+	if o.AttachStartWait <= 0 {
+		o.AttachStartWait = agentapi.AttachStartWait
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -590,9 +602,14 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 		waiter func()
 		err    error
 	)
-	if req.Stateful {
+	switch {
+	case req.Stateful && req.Console:
+		err = errors.New("a job is Stateful or a Console, not both")
+	case req.Stateful:
 		j, waiter, err = d.startStateful(req)
-	} else {
+	case req.Console:
+		j, waiter, err = d.startConsole(req)
+	default:
 		j, waiter, err = d.startFork(req)
 	}
 	if err != nil {
@@ -604,7 +621,7 @@ func (d *Daemon) Start(req agentapi.StartRequest) (agentapi.StartResponse, error
 	close(d.started)
 	d.started = make(chan struct{})
 	d.mu.Unlock()
-	d.log.V(1).Info("Job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful)
+	d.log.V(1).Info("Job started", "job", j.id, "pgid", j.rec.PGID, "stateful", j.rec.Stateful, "console", j.rec.Console)
 	go func() {
 		waiter()
 		d.finish(j)

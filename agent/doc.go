@@ -7,9 +7,11 @@
 // A Fork or Direct job runs in its shell in a new session, so its process
 // group id is its pid; the shell reads the command from a descriptor
 // (`SHELL -c 'eval "$(<&3)" 3<&-'`), never from its argv, which every
-// process may read in /proc. A Stateful job is fed to the worker's
-// persistent zsh, one at a time; see stateful.go for how the shell keeps
-// its state through a stop, and what a restart of it loses.
+// process may read in /proc. A Console job runs so too, on a
+// pseudo-terminal of its own that one attach at a time reaches; see
+// console.go. A Stateful job is fed to the worker's persistent zsh, one at
+// a time; see stateful.go for how the shell keeps its state through a
+// stop, and what a restart of it loses.
 //
 // A job ends once its command has exited and its output is closed. When
 // the output stays open after the command's process group is empty (a

@@ -46,6 +46,8 @@ type jobRecord struct {
 	StartedAt time.Time `json:"startedAt"`
 	// UID is the user the command runs as, when jobs are isolated.
 	UID int `json:"uid,omitempty"`
+	// Console: the command runs on a terminal of its own (console.go).
+	Console bool `json:"console,omitempty"`
 }
 
 // exitRecord is exit.json: how the job ended.
@@ -84,6 +86,9 @@ type job struct {
 	// endSandbox, for a Fork job in namespaces of its own, kills what is
 	// left in them.
 	endSandbox func()
+	// console is a running Console job's terminal; nil for other jobs,
+	// and for the Console jobs of an earlier run.
+	console *console
 	// oomKills counts the out-of-memory kills of the job's processes
 	// (oomWatch); guarded by Daemon.mu.
 	oomKills int64
@@ -184,11 +189,7 @@ func shellArgv(shell string) []string {
 // startFork runs the command in SHELL in a new session, the command on
 // commandFD. The returned waiter returns once the job has ended.
 func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
-	path, err := exec.LookPath(req.Shell)
-	if err != nil {
-		return nil, nil, err
-	}
-	dir, sp, err := d.prepare(req)
+	path, dir, sp, err := d.prepareFork(req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,6 +210,16 @@ func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
 	return d.forkStarted(req, dir, sp, r, s, uid)
 }
 
+// prepareFork finds the shell of a job that runs in a shell of its own
+// (Fork, Direct, Console), and makes its directory and spool.
+func (d *Daemon) prepareFork(req agentapi.StartRequest) (path, dir string, sp *spool.Spool, err error) {
+	if path, err = exec.LookPath(req.Shell); err != nil {
+		return "", "", nil, err
+	}
+	dir, sp, err = d.prepare(req)
+	return path, dir, sp, err
+}
+
 // spawnWithFiles starts a Fork job's shell with no input, its output to
 // out and its command on commandFD.
 func (d *Daemon) spawnWithFiles(req agentapi.StartRequest, dir, path string, out *os.File) (started, int, error) {
@@ -222,13 +233,15 @@ func (d *Daemon) spawnWithFiles(req agentapi.StartRequest, dir, path string, out
 		return started{}, 0, err
 	}
 	defer command.Close()
-	return d.spawnFork(req, dir, path, []uintptr{null.Fd(), out.Fd(), out.Fd(), command.Fd()})
+	return d.spawnFork(req, dir, path, []uintptr{null.Fd(), out.Fd(), out.Fd(), command.Fd()}, nil)
 }
 
 // spawnFork starts a Fork job's shell with files, as a user of its own
-// when jobs are isolated.
-func (d *Daemon) spawnFork(req agentapi.StartRequest, dir, path string, files []uintptr) (started, int, error) {
-	attr := &syscall.ProcAttr{Dir: d.opts.Home, Files: files, Sys: &syscall.SysProcAttr{Setsid: true}}
+// when jobs are isolated. With tty, the slave of a pseudo-terminal that is
+// its descriptor 0, the shell's session gets it for its controlling
+// terminal, and the job's user owns it.
+func (d *Daemon) spawnFork(req agentapi.StartRequest, dir, path string, files []uintptr, tty *os.File) (started, int, error) {
+	attr := &syscall.ProcAttr{Dir: d.opts.Home, Files: files, Sys: &syscall.SysProcAttr{Setsid: true, Setctty: tty != nil}}
 	var c *cred
 	if d.users != nil {
 		u, home, err := d.isolateFork(dir)
@@ -236,6 +249,11 @@ func (d *Daemon) spawnFork(req agentapi.StartRequest, dir, path string, files []
 			return started{}, 0, err
 		}
 		c, attr.Dir = &u, home
+		if tty != nil {
+			if err := handTerminal(tty, u); err != nil {
+				return started{}, 0, err
+			}
+		}
 	}
 	attr.Env = d.env(attr.Dir, dir, req.Job)
 	s, err := d.spawn(path, shellArgv(req.Shell), attr, c)
@@ -250,7 +268,7 @@ func (d *Daemon) spawnFork(req agentapi.StartRequest, dir, path string, files []
 
 // forkStarted records a Fork job whose shell runs.
 func (d *Daemon) forkStarted(req agentapi.StartRequest, dir string, sp *spool.Spool, out *os.File, s started, uid int) (*job, func(), error) {
-	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: s.pid, UID: uid, StartedAt: time.Now()}
+	rec := jobRecord{Job: req.Job, Shell: req.Shell, PGID: s.pid, UID: uid, StartedAt: time.Now(), Console: req.Console}
 	if err := writeJSON(filepath.Join(dir, jobFile), rec); err != nil {
 		// The command runs: it is reported, but a restarted agent will not
 		// know it.

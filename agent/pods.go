@@ -98,3 +98,13 @@ func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string
 	}
 	return nil
 }
+
+// Attach attaches to the console of job on pod (Client.Attach), as the
+// attach subcommand does in a worker pod.
+func (p Pods) Attach(ctx context.Context, pod types.NamespacedName, job string, in io.Reader, out io.Writer, sizes <-chan WindowSize) (int, error) {
+	code, err := p.client(pod).Attach(ctx, job, in, out, sizes)
+	if err != nil {
+		return code, fmt.Errorf("attach %s in %s: %w", job, pod, err)
+	}
+	return code, nil
+}

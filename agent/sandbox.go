@@ -70,6 +70,9 @@ type initSpec struct {
 	Argv []string `json:"argv,omitempty"`
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
+	// Ctty makes the terminal on descriptor 0 the controlling terminal of
+	// the shell's session: a Console job's.
+	Ctty bool `json:"ctty,omitempty"`
 	// Probe makes the init check its namespaces and end, starting nothing.
 	Probe bool `json:"probe,omitempty"`
 }
@@ -94,7 +97,7 @@ func (d *Daemon) spawn(path string, argv []string, attr *syscall.ProcAttr, c *cr
 		pid, exited, err := d.reaper.Start(path, argv, attr)
 		return started{pid: pid, exited: exited}, err
 	}
-	return d.startInit(initSpec{Path: path, Argv: argv, Env: attr.Env, Dir: attr.Dir}, attr.Files, *c)
+	return d.startInit(initSpec{Path: path, Argv: argv, Env: attr.Env, Dir: attr.Dir, Ctty: attr.Sys.Setctty}, attr.Files, *c)
 }
 
 // startInit starts an init in namespaces of c's, with files below its spec
@@ -268,7 +271,7 @@ func RunInit(specFD int) int {
 		}
 	}
 	shell, err := syscall.ForkExec(spec.Path, spec.Argv, &syscall.ProcAttr{
-		Dir: spec.Dir, Env: spec.Env, Files: files, Sys: &syscall.SysProcAttr{Setsid: true},
+		Dir: spec.Dir, Env: spec.Env, Files: files, Sys: &syscall.SysProcAttr{Setsid: true, Setctty: spec.Ctty},
 	})
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %w", spec.Path, err))

@@ -169,6 +169,9 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		stop()
 		return fw.end(pos)
 
+	case agentapi.CmdAttach:
+		return d.serveAttach(r, bw, req.Job)
+
 	case agentapi.CmdPutFiles:
 		if err := d.PutFiles(req.Job, r); err != nil {
 			return d.reply(bw, errorReply(err))

@@ -16,6 +16,11 @@ import (
 //	               its keepalives, until its e frame; the reply to an
 //	               AwaitStart follow comes at once, before the start
 //	get-files      a tar stream, then EOF
+//	attach         the framed follow stream of the console's output from
+//	               its start, until its e frame, then the line "x CODE":
+//	               the exit status of its command; the reply comes once
+//	               the console has started. The client sends its input
+//	               frames (console.go) after the request line.
 //
 // put-files sends its tar stream after the request line and half-closes;
 // the reply comes after it. A client that closes its side of an events or
@@ -70,6 +75,8 @@ func ExitCode(err error) int {
 		return agentapi.ExitProtocol
 	case errors.Is(err, agentapi.ErrUsage):
 		return agentapi.ExitUsage
+	case errors.Is(err, agentapi.ErrAttached):
+		return agentapi.ExitAttached
 	}
 	return 1
 }

@@ -215,10 +215,10 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 	}
 }
 
-// recordExec is a TerminalExec that keeps what its stdin gave, until the
+// recordAttach is an attach that keeps what its stdin gave, until the
 // stream ends (ctx) or, with end, until end closes. Its shell prints a
 // prompt after promptAfter.
-type recordExec struct {
+type recordAttach struct {
 	mu          sync.Mutex
 	got         bytes.Buffer
 	end         chan struct{}
@@ -228,7 +228,7 @@ type recordExec struct {
 	early       bool // input came before the prompt
 }
 
-func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []string, opts remotecommand.StreamOptions) error {
+func (r *recordAttach) attach(ctx context.Context, opts remotecommand.StreamOptions) error {
 	prompted := make(chan struct{})
 	defer func() { <-prompted }()
 	go func() {
@@ -274,11 +274,11 @@ func (r *recordExec) exec(ctx context.Context, _ types.NamespacedName, _ []strin
 // its prompt), sends exit at EOF, and closes the stream after the grace.
 func TestPipedConsoleSendsExitAndCloses(t *testing.T) {
 	const slowStart = 700 * time.Millisecond
-	rec := &recordExec{promptAfter: slowStart}
+	rec := &recordAttach{promptAfter: slowStart}
 	var out bytes.Buffer
 	c := &ConsoleOptions{Options: &Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("echo HELLO\n")}}, piped: true}
 	start := time.Now()
-	err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Stdout: &out, Tty: true})
+	err := c.stream(context.Background(), rec.attach, remotecommand.StreamOptions{Stdout: &out, Tty: true})
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -297,14 +297,14 @@ func TestPipedConsoleSendsExitAndCloses(t *testing.T) {
 }
 
 func TestTerminalConsoleSendsNothingOnEOF(t *testing.T) {
-	rec := &recordExec{end: make(chan struct{})}
+	rec := &recordAttach{end: make(chan struct{})}
 	c := &ConsoleOptions{Options: &Options{IOStreams: genericiooptions.IOStreams{In: strings.NewReader("ls\n")}}, piped: false}
 	go func() {
 		// The remote shell ends the session, well after the grace.
 		time.Sleep(PipedEOFGrace + 500*time.Millisecond)
 		close(rec.end)
 	}()
-	if err := c.stream(context.Background(), rec.exec, types.NamespacedName{}, nil, remotecommand.StreamOptions{Tty: true}); err != nil {
+	if err := c.stream(context.Background(), rec.attach, remotecommand.StreamOptions{Tty: true}); err != nil {
 		t.Fatal(err)
 	}
 	rec.mu.Lock()

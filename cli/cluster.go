@@ -5,26 +5,19 @@ import (
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/remotecommand"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
 	"shelljob.dev/shelljob/internal/shellclient"
 )
-
-// TerminalExec runs command in a pod's container with a terminal, as
-// `kubectl exec -it` does.
-type TerminalExec func(ctx context.Context, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error
 
 // JobClient is what the commands do with the ShellJobs of a namespace:
 // client-go's typed client (shellclient.ShellJobs) is one.
@@ -42,19 +35,12 @@ type PoolClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellPoolList, error)
 }
 
-// PodLister lists the pods of a namespace.
-type PodLister interface {
-	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
-}
-
 // Cluster is what the commands ask of the cluster.
 type Cluster struct {
 	// Jobs reads and writes the ShellJobs of Namespace.
 	Jobs JobClient
 	// Pools reads the ShellPools of Namespace.
 	Pools PoolClient
-	// Pods lists the pods of a namespace: the workers'.
-	Pods func(namespace string) PodLister
 	// Namespace holds the ShellJobs and ShellPools.
 	Namespace string
 	// WorkerNamespace, when set, holds the worker pods. Otherwise the
@@ -63,8 +49,8 @@ type Cluster struct {
 	WorkerNamespace string
 	// Agent reaches the agent of a worker pod.
 	Agent agentapi.Client
-	// Exec runs a terminal in a worker pod (console).
-	Exec TerminalExec
+	// Attacher attaches to the consoles of Console jobs.
+	Attacher Attacher
 	// WhoAmI returns the Kubernetes user name the API server sees.
 	WhoAmI func(ctx context.Context) (string, error)
 	// LastWorkers remembers where the last jobs ran; nil for nowhere.
@@ -119,11 +105,10 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		return &Cluster{
 			Jobs:            shell.ShellJobs(ns),
 			Pools:           shell.ShellPools(ns),
-			Pods:            func(namespace string) PodLister { return core.Pods(namespace) },
 			Namespace:       ns,
 			WorkerNamespace: wns,
 			Agent:           agent,
-			Exec:            terminalExec(config, core.RESTClient()),
+			Attacher:        apiAttacher{config: config, rest: core.RESTClient()},
 			WhoAmI: func(ctx context.Context) (string, error) {
 				r, err := authn.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 				if err != nil {
@@ -133,26 +118,5 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 			},
 			LastWorkers: NewLastWorkers(cacheDir, config.Host),
 		}, nil
-	}
-}
-
-// terminalExec execs over WebSocket, falling back to SPDY, as kubectl exec
-// does.
-func terminalExec(config *rest.Config, core rest.Interface) TerminalExec {
-	return func(ctx context.Context, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error {
-		u := core.Post().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("exec").
-			VersionedParams(&corev1.PodExecOptions{
-				Container: agentapi.WorkerContainer,
-				Command:   command,
-				Stdin:     opts.Stdin != nil,
-				Stdout:    opts.Stdout != nil,
-				Stderr:    opts.Stderr != nil && !opts.Tty,
-				TTY:       opts.Tty,
-			}, clientgoscheme.ParameterCodec).URL()
-		ex, err := agentclient.NewExecutor(config, u)
-		if err != nil {
-			return err
-		}
-		return ex.StreamWithContext(ctx, opts)
 	}
 }

@@ -8,23 +8,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strconv"
+	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // PipedEOFGrace is how long a console with a piped stdin keeps the stream
@@ -43,11 +42,13 @@ const PipedStartWait = 10 * time.Second
 // literal character to a shell that is not at a prompt yet; exit ends it.
 const pipedExit = "exit\n"
 
+// defaultTerm is the console's TERM when the local one is unset.
+const defaultTerm = "xterm-256color"
+
 // ConsoleOptions are the options of the console command.
 type ConsoleOptions struct {
 	*Options
-	Pool   string
-	Worker int32
+	Pool string
 
 	// piped is true when stdin is not a terminal.
 	piped bool
@@ -57,16 +58,21 @@ type ConsoleOptions struct {
 func NewConsoleCmd(o *Options) *cobra.Command {
 	c := &ConsoleOptions{Options: o}
 	cmd := &cobra.Command{
-		Use:   "console [--pool P] [--worker N]",
-		Short: "Open a shell with a terminal in a worker pod",
-		Long: `Opens the pool's shell in a worker pod with a terminal, as kubectl exec -it
-does: the local terminal goes into raw mode and the window size follows it.
+		Use:   "console [--pool P]",
+		Short: "Open a shell with a terminal, as a job of its own on a worker",
+		Long: `Opens the pool's shell with a terminal, as kubectl exec -it does, in a job
+of its own: a ShellJob of mode Console, which runs on a free worker of the
+pool as a user of its own, isolated as every job is, and is numbered, listed
+and stoppable like any other. The terminal is reached through the Kubernetes
+API (the attach subresource of ShellJobs), never by an exec into the worker.
+The local terminal goes into raw mode and the window size follows it. The
+console ends with its shell; a session cut before that hangs the shell up.
 
 With a piped standard input, the input is forwarded once the shell has
 printed its prompt; at its end the console sends "exit" and closes the
-stream itself half a second later. On a
-terminal, Ctrl-D goes to the remote shell.`,
-		Example: `  kubectl shelljob console --pool shell --worker 2
+stream itself half a second later. On a terminal, Ctrl-D goes to the remote
+shell.`,
+		Example: `  kubectl shelljob console --pool shell
   echo 'uptime' | kubectl shelljob console`,
 		DisableFlagsInUseLine: true,
 		Args:                  cobra.NoArgs,
@@ -77,29 +83,135 @@ terminal, Ctrl-D goes to the remote shell.`,
 		},
 	}
 	addPoolFlag(cmd, o, &c.Pool)
-	cmd.Flags().Int32Var(&c.Worker, "worker", 0, "the index of the worker in its pool")
 	return cmd
 }
 
 // Complete tells a terminal from a pipe.
 func (c *ConsoleOptions) Complete() { c.piped = !isTerminal(c.In) }
 
-// Run runs the console until the remote shell ends, and ends with its
-// exit code.
+// Run creates the console's job, attaches to it once it is placed, and
+// ends with the exit status of its shell. The job is marked delivered
+// when the session ends.
 func (c *ConsoleOptions) Run(ctx context.Context) error {
 	cl, err := c.Cluster()
 	if err != nil {
 		return err
 	}
-	pod, shell, err := c.findWorker(ctx, cl)
+	pool, err := cl.Pools.Get(ctx, c.Pool, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	termName := os.Getenv("TERM")
-	if termName == "" {
-		termName = "xterm-256color"
+	interrupts, stopInterrupts := c.Interrupts()
+	defer stopInterrupts()
+	r := &runner{cluster: cl, IOStreams: c.IOStreams, interrupts: interrupts, clock: c.Clock}
+	command := consoleCommand(cmp.Or(pool.Spec.Shell, agentapi.DefaultShell), cmp.Or(os.Getenv("TERM"), defaultTerm))
+	created, err := r.create(ctx, jobRequest{Command: command, Mode: shellv1alpha1.ModeConsole, Pool: c.Pool})
+	if err != nil {
+		return err
 	}
-	command := []string{"env", "TERM=" + termName, shell, "-l"}
+	j, code, err := r.awaitPlacement(ctx, created)
+	if err != nil || j == nil {
+		// It never ran: stopped, or ended, while queued.
+		return cmp.Or(err, exitCodeOrNil(code))
+	}
+	stopInterrupts()
+	err = c.session(ctx, cl.Attacher, j)
+	markErr := cl.markDelivered(context.WithoutCancel(ctx), j.Name, c.Clock.Now())
+	var exit utilexec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		err = exitCode(exit.ExitStatus())
+	case err != nil:
+		// No session, or a broken one: the console goes now rather than
+		// when the agent finds it alone.
+		if _, stopErr := cl.stopJob(context.WithoutCancel(ctx), j.Name); stopErr != nil {
+			fmt.Fprintln(c.ErrOut, "warning:", stopErr)
+		}
+		err = fmt.Errorf("attach to the console of #%d: %w", j.Status.Number, err)
+	}
+	if markErr != nil {
+		fmt.Fprintln(c.ErrOut, "warning:", markErr)
+	}
+	return err
+}
+
+// consoleCommand is a console's command: the pool's shell as a login
+// shell, interactive on the job's terminal, which is of type term.
+func consoleCommand(shell, termName string) string {
+	return "TERM=" + shellWord(termName) + " exec " + shellWord(shell) + " -l"
+}
+
+// plainWord is a word the shell takes as it is.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./+,:@%=-]+$`)
+
+// shellWord quotes s for the shell when it needs it.
+func shellWord(s string) string {
+	if plainWord.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// awaitPlacement waits until sj has a worker, and returns it then. A job
+// that ends before (stopped by someone, or by Ctrl-C here, which stops it)
+// is marked delivered, and its exit code returned with a nil job.
+func (r *runner) awaitPlacement(ctx context.Context, sj *shellv1alpha1.ShellJob) (*shellv1alpha1.ShellJob, int, error) {
+	jobs := make(chan *shellv1alpha1.ShellJob, 1)
+	watchErr := make(chan error, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		watchErr <- r.cluster.watchJob(wctx, sj, func(j *shellv1alpha1.ShellJob) bool {
+			select {
+			case <-jobs:
+			default:
+			}
+			jobs <- j
+			return placed(j) || shelljob.IsFinished(j)
+		})
+	}()
+	queued := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, 1, ctx.Err()
+		case err := <-watchErr:
+			if err != nil {
+				return nil, 1, err
+			}
+			watchErr = nil // the last state is in jobs
+		case <-r.interrupts:
+			outcome, err := r.cluster.stopJob(ctx, sj.Name)
+			if err != nil {
+				return nil, 1, err
+			}
+			fmt.Fprintln(r.ErrOut, outcome.Text(sj.Status.Number))
+		case j := <-jobs:
+			sj = j
+			switch {
+			case shelljob.IsFinished(j):
+				if err := r.cluster.markDelivered(ctx, j.Name, r.clock.Now()); err != nil {
+					fmt.Fprintln(r.ErrOut, "warning:", err)
+				}
+				code, err := r.exitCode(j)
+				return nil, code, err
+			case placed(j):
+				return j, 0, nil
+			case !queued && j.Status.Number != 0 && shelljob.IsWaiting(j):
+				queued = true
+				fmt.Fprintln(r.ErrOut, texts.HeaderQueued(j.Status.Number))
+			}
+		}
+	}
+}
+
+// placed tells whether j has a worker to run on: a job stopped before it
+// started never runs there.
+func placed(j *shellv1alpha1.ShellJob) bool { return j.Status.Pod != "" && !j.Spec.Stop }
+
+// session attaches the console's terminal to the local one until the
+// console ends.
+func (c *ConsoleOptions) session(ctx context.Context, attacher Attacher, j *shellv1alpha1.ShellJob) error {
 	opts := remotecommand.StreamOptions{Stdout: c.Out, Tty: true}
 	if f, ok := c.In.(fder); ok && !c.piped {
 		state, err := term.MakeRaw(int(f.Fd()))
@@ -113,11 +225,14 @@ func (c *ConsoleOptions) Run(ctx context.Context) error {
 		defer sizes.stop()
 		opts.TerminalSizeQueue = sizes
 	}
-	return c.stream(ctx, cl.Exec, pod, command, opts)
+	return c.stream(ctx, func(ctx context.Context, opts remotecommand.StreamOptions) error {
+		return attacher.Attach(ctx, j, opts)
+	}, opts)
 }
 
-// stream runs the exec with the console's stdin.
-func (c *ConsoleOptions) stream(ctx context.Context, exec TerminalExec, pod types.NamespacedName, command []string, opts remotecommand.StreamOptions) error {
+// stream runs attach with the console's stdin. After a piped stdin's
+// grace it ends the stream itself and returns nil.
+func (c *ConsoleOptions) stream(ctx context.Context, attach func(context.Context, remotecommand.StreamOptions) error, opts remotecommand.StreamOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := &consoleInput{r: c.In, piped: c.piped, done: ctx.Done(), eof: make(chan struct{})}
@@ -141,15 +256,11 @@ func (c *ConsoleOptions) stream(ctx context.Context, exec TerminalExec, pod type
 		}
 	}()
 	opts.Stdin = in
-	err := exec(ctx, pod, command, opts)
+	err := attach(ctx, opts)
 	select {
 	case <-closed:
 		return nil // we closed it after the grace
 	default:
-	}
-	var exit utilexec.ExitError
-	if errors.As(err, &exit) {
-		return exitCode(exit.ExitStatus())
 	}
 	return err
 }
@@ -157,8 +268,8 @@ func (c *ConsoleOptions) stream(ctx context.Context, exec TerminalExec, pod type
 // consoleInput is the console's stdin. On a pipe, at EOF it sends
 // pipedExit once and closes eof; on a terminal EOF belongs to the remote
 // shell, so it sends nothing. Either way it then holds the stream open
-// until done: an ended stdin would end the stream before the shell's last
-// output came back.
+// until done: an ended stdin would end the stream, and hang the console
+// up, before the shell's last output came back.
 type consoleInput struct {
 	r     io.Reader
 	piped bool
@@ -214,45 +325,6 @@ func (f *firstOutput) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return f.w.Write(p)
-}
-
-// findWorker finds the pool's worker of the current revision with index
-// c.Worker, and the pool's shell.
-func (c *ConsoleOptions) findWorker(ctx context.Context, cl *Cluster) (types.NamespacedName, string, error) {
-	pool, err := cl.Pools.Get(ctx, c.Pool, metav1.GetOptions{})
-	if err != nil {
-		return types.NamespacedName{}, "", err
-	}
-	shell := cmp.Or(pool.Spec.Shell, agentapi.DefaultShell)
-	ns := cl.WorkerNamespace
-	if ns == "" {
-		ns = pool.Status.WorkerNamespace
-	}
-	if ns == "" {
-		ns = cl.Namespace
-	}
-	pods, err := cl.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
-		shellv1alpha1.LabelPool:   c.Pool,
-		shellv1alpha1.LabelWorker: strconv.Itoa(int(c.Worker)),
-	}).String()})
-	if err != nil {
-		return types.NamespacedName{}, "", fmt.Errorf("list worker pods: %w", err)
-	}
-	// The current revision first, then the newest.
-	sort.Slice(pods.Items, func(a, b int) bool {
-		ca := pods.Items[a].Labels[shellv1alpha1.LabelRevision] == pool.Status.Revision
-		cb := pods.Items[b].Labels[shellv1alpha1.LabelRevision] == pool.Status.Revision
-		if ca != cb {
-			return ca
-		}
-		return pods.Items[b].CreationTimestamp.Before(&pods.Items[a].CreationTimestamp)
-	})
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, shell, nil
-		}
-	}
-	return types.NamespacedName{}, "", fmt.Errorf("pool %s has no running worker %d in namespace %s", c.Pool, c.Worker, ns)
 }
 
 // sizeQueue sends the terminal's size, first as it is, then after each

@@ -8,5 +8,8 @@
 // made from kubectl's own flags (k8s.io/cli-runtime), so that tests can
 // give fakes. Jobs are created as ShellJobs and followed through their
 // status and the agent's spool; the job's life itself (scheduling, the stop
-// ladder, the idle timeout) is the operator's.
+// ladder, the idle timeout) is the operator's. A console is a ShellJob of
+// mode Console too, whose terminal the [Attacher] reaches through the
+// attach subresource of the aggregated API: no command execs into a worker
+// with a terminal.
 package cli

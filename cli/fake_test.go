@@ -160,6 +160,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &Cluster{
 		Jobs:      &fakeJobs{c: c, ns: testNS},
+		Pools:     fakePools{c: c, ns: testNS},
 		Namespace: testNS,
 		Agent:     agent,
 		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
@@ -167,7 +168,8 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 }
 
 // endJobs ends each job, and touches the ended ones so that a watch that
-// started late still sees them.
+// started late still sees them. A console runs until it is stopped, as
+// only its attach would end it.
 func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
 	var list shellv1alpha1.ShellJobList
 	if err := c.List(ctx, &list); err != nil {
@@ -175,6 +177,13 @@ func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
 	}
 	for i := range list.Items {
 		j := &list.Items[i]
+		if j.Spec.Mode == shellv1alpha1.ModeConsole && !j.Spec.Stop {
+			if j.Status.Pod == "" {
+				j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.Number = true, "w-0", shellv1alpha1.PhaseRunning, int64(i+1)
+				_ = c.Status().Update(ctx, j)
+			}
+			continue
+		}
 		if !shelljob.IsFinished(j) {
 			zero := int32(0)
 			j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.ExitCode = true, "w-0", shellv1alpha1.PhaseSucceeded, &zero
@@ -213,6 +222,23 @@ func testCmd(t *testing.T, cluster *Cluster, in io.Reader, args ...string) (stri
 	cmd.SetContext(ctx)
 	code := Main(cmd, &errOut)
 	return out.String(), errOut.String(), code
+}
+
+// fakePools is the Cluster's PoolClient on controller-runtime's fake
+// client.
+type fakePools struct {
+	c  client.Client
+	ns string
+}
+
+func (f fakePools) Get(ctx context.Context, name string, _ metav1.GetOptions) (*shellv1alpha1.ShellPool, error) {
+	var pool shellv1alpha1.ShellPool
+	return &pool, f.c.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: name}, &pool)
+}
+
+func (f fakePools) List(ctx context.Context, _ metav1.ListOptions) (*shellv1alpha1.ShellPoolList, error) {
+	var list shellv1alpha1.ShellPoolList
+	return &list, f.c.List(ctx, &list, client.InNamespace(f.ns))
 }
 
 // fakeJobs is the Cluster's JobClient on controller-runtime's fake client.

@@ -91,6 +91,10 @@ func TestRealAgent(t *testing.T) {
 			exit: 7, output: "ready\ngoodbye\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT}},
 		{name: "background", command: "sleep 100 & print ready", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 0,
 			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}},
+		// The mode reaches the agent: the command runs on a terminal,
+		// which ends its lines in \r\n.
+		{name: "console", command: "[[ -t 0 && -t 1 ]] && print terminal", mode: shellv1alpha1.ModeConsole, phase: shellv1alpha1.PhaseSucceeded,
+			output: "terminal\r\n"},
 		{name: "stateful-cd", command: "cd /tmp; X=42", mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseSucceeded},
 		{name: "stateful-pwd", command: `print -r -- "$PWD $X"`, mode: shellv1alpha1.ModeStateful, phase: shellv1alpha1.PhaseSucceeded,
 			output: "/tmp 42\n"},

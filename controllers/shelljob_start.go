@@ -132,6 +132,7 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 		Job:      string(job.UID),
 		Command:  command,
 		Stateful: shelljob.Mode(job) == shellv1alpha1.ModeStateful,
+		Console:  shelljob.Mode(job) == shellv1alpha1.ModeConsole,
 		Shell:    shell,
 	})
 	if err != nil {

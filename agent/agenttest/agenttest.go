@@ -247,6 +247,10 @@ func (w *watchWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// ConsoleShell is a Console job's command for tests: an interactive zsh
+// with no startup file, whose prompt, "READY> ", is easy to find.
+const ConsoleShell = `PS1='READY> ' exec zsh -f -i`
+
 // MaxCommand is the API's limit on a command, in bytes
 // (ShellJobSpec.Command).
 const MaxCommand = 64 << 10

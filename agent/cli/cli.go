@@ -35,6 +35,7 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent delivered --job J      J was delivered: its spool may go for room
        shelljob-agent ping                   exit 0 once the daemon answers
        shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
+       shelljob-agent attach --job J         a terminal on the console J; exits with its status
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -57,6 +58,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdGetFiles: getFiles,
 		agentapi.CmdPing:     ping,
 		agentapi.CmdControl:  control,
+		agentapi.CmdAttach:   attach,
 		agentapi.CmdDelivered: func(e *env, args []string) error {
 			return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error { return c.Delivered(ctx, job) })
 		},
@@ -71,10 +73,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	e := &env{cmd: cmd, stdin: stdin, stdout: stdout, stderr: stderr}
 	err := run(e, args)
-	var u usageError
+	var (
+		u      usageError
+		status exitStatus
+	)
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &status):
+		return int(status)
 	case errors.As(err, &u):
 		fmt.Fprintf(stderr, "shelljob-agent %s: %v\n", cmd, err)
 		return agentapi.ExitUsage
@@ -86,6 +93,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 type usageError struct{ error }
+
+// exitStatus ends the subcommand with a status of its own, said nowhere
+// else: the exit status of a console's command.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
 
 type env struct {
 	cmd            string
@@ -211,6 +224,8 @@ func serve(e *env, args []string) error {
 	fs.DurationVar(&opts.StatusInterval, "status-interval", agent.DefaultStatusInterval, "the pace of status events")
 	fs.DurationVar(&opts.FollowKeepalive, "follow-keepalive", agentapi.FollowKeepalive, "how often a follow gets a keepalive frame")
 	fs.DurationVar(&opts.EventsKeepalive, "events-keepalive", agentapi.EventsKeepalive, "how often a quiet event stream gets a keepalive event")
+	fs.DurationVar(&opts.ConsoleAttachWait, "console-attach-wait", agentapi.ConsoleAttachWait, "how long a console waits for its attach before it is hung up")
+	fs.DurationVar(&opts.AttachStartWait, "attach-start-wait", agentapi.AttachStartWait, "the longest an attach waits for its console to start")
 	fs.StringVar(&opts.CgroupRoot, "cgroup-root", agent.DefaultCgroupRoot, "where the container's cgroups are mounted, to count its out-of-memory kills")
 	fs.Int64Var(&lim.HeadBytes, "head-bytes", spool.DefaultHeadBytes, "bytes kept from the start of an output")
 	fs.Int64Var(&lim.TailBytes, "tail-bytes", spool.DefaultTailBytes, "bytes kept from the end of an output")

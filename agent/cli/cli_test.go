@@ -110,6 +110,13 @@ func TestExitCodes(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "need zsh") {
 		t.Errorf("stateful in sh: %+v", r)
 	}
+	r = run(t, dir, `{"job":"sc","command":"true","stateful":true,"console":true}`, "start")
+	if r.code != 1 || !strings.Contains(r.stderr, "Stateful or a Console, not both") {
+		t.Errorf("stateful console: %+v", r)
+	}
+	if r = run(t, dir, "", "attach"); r.code != agentapi.ExitUsage || !strings.Contains(r.stderr, "--job is required") {
+		t.Errorf("attach without a job: %+v", r)
+	}
 }
 
 // TestEventsEndWithStdin: an events subcommand whose exec went away (its

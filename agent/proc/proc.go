@@ -134,6 +134,25 @@ func Signal(pgid int, sig syscall.Signal) (bool, error) {
 	return true, nil
 }
 
+// SignalSession sends sig to every live process of session sid, in every
+// process group of it, as a terminal's hangup reaches them through their
+// shell. It reports whether it found one.
+func SignalSession(sid int, sig syscall.Signal) (bool, error) {
+	found := false
+	var errs []error
+	for _, pid := range pids() {
+		st, ok := readStat(pid)
+		if !ok || st.session != sid || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		found = true
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("signal %d of session %d: %w", pid, sid, err))
+		}
+	}
+	return found, errors.Join(errs...)
+}
+
 // GroupEmpty reports whether process group pgid has no live process other
 // than except (0 for none). Zombies do not count: they are gone but for
 // their parent's wait.

@@ -2,12 +2,15 @@ package proc
 
 import (
 	"context"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"shelljob.dev/shelljob/agent/pty"
 )
 
 // waitTimeout bounds every wait here; the tests assert behaviour, not speed.
@@ -98,6 +101,59 @@ func TestGroupEmpty(t *testing.T) {
 	}
 	if ok, err := Signal(pid, syscall.SIGTERM); ok || err != nil {
 		t.Errorf("signal to an empty group: %v %v", ok, err)
+	}
+}
+
+// A session's processes all get the signal, those of process groups of
+// their own too.
+func TestSignalSession(t *testing.T) {
+	r := runReaper(t)
+	// On a terminal of its own, the shell has job control: the background
+	// sleep gets a group of its own.
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer master.Close()
+	go func() { _, _ = io.Copy(io.Discard, master) }()
+	attr := &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{slave.Fd(), slave.Fd(), slave.Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: true},
+	}
+	pid, ch, err := r.Start("/bin/sh", []string{"sh", "-c", "set -m; sleep 100 & wait"}, attr)
+	slave.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = SignalSession(pid, syscall.SIGKILL) })
+	deadline := time.Now().Add(waitTimeout)
+	var sleeper int
+	for sleeper == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no sleep in a group of its own")
+		}
+		time.Sleep(10 * time.Millisecond)
+		for _, p := range pids() {
+			if st, ok := readStat(p); ok && st.session == pid && st.pgrp != pid && st.state != 'Z' {
+				sleeper = p
+			}
+		}
+	}
+	if found, err := SignalSession(pid, syscall.SIGTERM); !found || err != nil {
+		t.Fatalf("signal the session: %v %v", found, err)
+	}
+	await(t, ch)
+	for deadline = time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
+		if st, ok := readStat(sleeper); !ok || st.state == 'Z' || st.session != pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sleep in a group of its own lives on")
+		}
+	}
+	if found, err := SignalSession(pid, syscall.SIGTERM); found || err != nil {
+		t.Errorf("signal to an empty session: %v %v", found, err)
 	}
 }
 

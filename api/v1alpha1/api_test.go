@@ -83,6 +83,9 @@ func TestShellJobCreateValidation(t *testing.T) {
 			job:     utiltesting.MakeShellJob("long", ns).Command(strings.Repeat("x", 64<<10+1)).Obj(),
 			wantErr: "Too long",
 		},
+		"a console": {
+			job: utiltesting.MakeShellJob("console", ns).Mode(shellv1alpha1.ModeConsole).Command("exec zsh -l").Obj(),
+		},
 		"unknown mode": {
 			job:     utiltesting.MakeShellJob("mode", ns).Mode("Detached").Obj(),
 			wantErr: `spec.mode: Unsupported value: "Detached"`,

@@ -57,9 +57,9 @@ const (
 	AnnotationFilesPut = "shell.shelljob.dev/files-put"
 	// AnnotationPreferredWorker names the worker pod the client would like
 	// the job to run on: `kubectl shelljob` opens the job's follow there
-	// before it creates the job. The operator places a Fork job there when
-	// that worker is free and not the pool's stateful worker, and ignores
-	// it otherwise.
+	// before it creates the job. The operator places a Fork or Console job
+	// there when that worker is free and not the pool's stateful worker,
+	// and ignores it otherwise.
 	AnnotationPreferredWorker = "shell.shelljob.dev/preferred-worker"
 )
 

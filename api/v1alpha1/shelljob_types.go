@@ -21,7 +21,7 @@ import (
 )
 
 // ShellJobMode says how a command runs on its pool.
-// +kubebuilder:validation:Enum=Fork;Stateful;Direct
+// +kubebuilder:validation:Enum=Fork;Stateful;Direct;Console
 type ShellJobMode string
 
 const (
@@ -35,6 +35,16 @@ const (
 	// worker, even a busy one (.aa). It is the escape hatch when every worker
 	// is taken.
 	ModeDirect ShellJobMode = "Direct"
+	// ModeConsole runs the command as a Fork job does, on a free worker as
+	// a user of its own, but with a terminal (a pseudo-terminal) for its
+	// standard streams, whose other end a person attaches to through the
+	// API (`kubectl shelljob console`, which runs the pool's shell there
+	// as a login shell). Its output is spooled as any job's. A console
+	// that nobody attaches to within a minute of its start, or whose
+	// attach ends before it does, is hung up (SIGHUP to its session), as a
+	// closed ssh session is. It has no idle timeout unless it names one:
+	// its output is a person's typing.
+	ModeConsole ShellJobMode = "Console"
 )
 
 // StopReason says why a job was asked to stop. It names no one.
@@ -105,7 +115,8 @@ type ShellJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="command is immutable"
 	Command string `json:"command"`
 
-	// Mode says where and how the command runs. Defaults to Fork.
+	// Mode says where and how the command runs: Fork, Stateful, Direct or
+	// Console. Defaults to Fork.
 	// +optional
 	// +kubebuilder:default=Fork
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="mode is immutable"

@@ -3,6 +3,7 @@ package kubetest
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,16 @@ import (
 // pluginOn runs kubectl-shelljob as user in cl's namespace: the real
 // commands and clients on the envtest kubeconfig, but for the agents of
 // cl's workers, which it reaches as clustertest's operator does, in place
-// of pod exec (envtest has no kubelet).
+// of pod exec (envtest has no kubelet), and for the consoles, which it
+// attaches to through their agents in place of the aggregated API
+// (consoleThroughAgent).
 func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, args ...string) (string, string, int) {
+	t.Helper()
+	return pluginOnInput(ctx, t, cl, user, strings.NewReader(""), args...)
+}
+
+// pluginOnInput is pluginOn with in for its standard input.
+func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
 	flags := genericclioptions.NewConfigFlags(true)
 	kubeconfig, ns, cacheDir := env.Kubeconfig, cl.Namespace, t.TempDir()
@@ -33,11 +42,12 @@ func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user s
 	real := cli.NewClusterGetter(flags, &workerNS)
 	var out, errOut bytes.Buffer
 	cmd := cli.NewCmd(cli.Options{
-		IOStreams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		IOStreams: genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut},
 		Cluster: func() (*cli.Cluster, error) {
 			c, err := real()
 			if c != nil {
 				c.Agent = cl.Agents
+				c.Attacher = consoleThroughAgent{cl}
 			}
 			return c, err
 		},

@@ -58,9 +58,12 @@ const (
 // Version 2 added the control subcommand and follow's AwaitStart.
 //
 // Within version 2, later agents added the delivered subcommand (and its
-// control operation) and EventWorker. They need no new version: a caller
-// drops an event type it does not know, and an older agent answers the
-// subcommand with ExitUsage, and the operation with an error.
+// control operation), EventWorker, and consoles: StartRequest.Console and
+// the attach subcommand. They need no new version: a caller drops an event
+// type it does not know, and an older agent answers the subcommand with
+// ExitUsage, and the operation with an error. An older agent runs a
+// Console job's command as a Fork job's, without a terminal, and refuses
+// its attach.
 const ProtocolVersion = 2
 
 // Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
@@ -79,6 +82,14 @@ const ProtocolVersion = 2
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //	delivered  --job; the job's output and files were delivered to their
 //	           reader: its spool may go once the worker needs the room.
+//	attach     --job; run with a terminal (the exec's TTY): relays the
+//	           terminal to the console of the Console job J, from its
+//	           start, and its size at each SIGWINCH, until the console
+//	           ends; exits with the exit status of its command. It waits
+//	           up to AttachStartWait for the job to start. An attach that
+//	           ends first (its stdin closed, the exec cut) hangs the
+//	           console up. A second attach while one is on fails with
+//	           ExitAttached.
 //	control    the warm control channel: stdin: ControlRequest JSON lines;
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
@@ -97,9 +108,20 @@ const (
 	CmdGetFiles = "get-files"
 	CmdPing     = "ping"
 	CmdControl  = "control"
+	CmdAttach   = "attach"
 	// CmdDelivered is the delivered subcommand, and the control operation
 	// of the same name (ControlRequest.Job).
 	CmdDelivered = "delivered"
+)
+
+// Timings of consoles.
+const (
+	// AttachStartWait is the longest an attach waits for its console to
+	// start on the pod: a client attaches as soon as the job is placed.
+	AttachStartWait = time.Minute
+	// ConsoleAttachWait is how long a console waits for its attach after
+	// it started: one that nobody attached to by then is hung up.
+	ConsoleAttachWait = time.Minute
 )
 
 // AwaitStart, passed as follow's offset, makes it wait for the job to
@@ -137,6 +159,7 @@ const (
 	ExitBusy       = 4
 	ExitStarted    = 5
 	ExitProtocol   = 6
+	ExitAttached   = 7
 )
 
 // Errors a Client returns, wrapped with the pod and job; test with errors.Is.
@@ -154,6 +177,8 @@ var (
 	// ErrUsage: the agent did not understand the subcommand or its flags,
 	// as an agent older than the subcommand answers.
 	ErrUsage = errors.New("agent usage error")
+	// ErrAttached: a console already has its attach; one at a time.
+	ErrAttached = errors.New("console already attached")
 	// ErrStreamIdle: a stream to the agent moved no byte for longer than
 	// its idle limit while it waited on the agent: the worker or the
 	// connection hangs, and the stream was cut.
@@ -174,6 +199,8 @@ func ExitError(code int) error {
 		return ErrStarted
 	case ExitProtocol:
 		return ErrProtocol
+	case ExitAttached:
+		return ErrAttached
 	}
 	return nil
 }
@@ -188,6 +215,10 @@ type StartRequest struct {
 	// Stateful feeds Command to the worker's persistent shell; otherwise it
 	// runs as `SHELL -c COMMAND` in a new session. Stateful needs zsh.
 	Stateful bool `json:"stateful,omitempty"`
+	// Console runs Command as a Fork job's, with a new pseudo-terminal for
+	// its standard streams and its controlling terminal, owned by the
+	// job's user: the attach subcommand reaches it. Not with Stateful.
+	Console bool `json:"console,omitempty"`
 	// Shell is the shell to run, such as zsh. Defaults to DefaultShell.
 	Shell string `json:"shell,omitempty"`
 }

@@ -86,7 +86,7 @@ func TestReadFollowErrors(t *testing.T) {
 func TestExitErrors(t *testing.T) {
 	for code, want := range map[int]error{
 		ExitUnknownJob: ErrUnknownJob, ExitBusy: ErrBusy, ExitStarted: ErrStarted, ExitProtocol: ErrProtocol,
-		ExitUsage: ErrUsage, 0: nil, 1: nil, 137: nil,
+		ExitUsage: ErrUsage, ExitAttached: ErrAttached, 0: nil, 1: nil, 137: nil,
 	} {
 		if got := ExitError(code); got != want {
 			t.Errorf("ExitError(%d) = %v, want %v", code, got, want)

@@ -147,18 +147,19 @@ func flag(name, value string) string { return name + "=" + value }
 
 // execURL is the exec request for command in pod.
 func (c *Client) execURL(pod types.NamespacedName, command []string, stdin bool) *url.URL {
+	return c.podExecURL(pod, &corev1.PodExecOptions{Command: command, Stdin: stdin, Stdout: true, Stderr: true})
+}
+
+// podExecURL is the exec request of opts in pod, in the agent's
+// container.
+func (c *Client) podExecURL(pod types.NamespacedName, opts *corev1.PodExecOptions) *url.URL {
+	opts.Container = c.container
 	return c.rest.Post().
 		Namespace(pod.Namespace).
 		Resource("pods").
 		Name(pod.Name).
 		SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: c.container,
-			Command:   command,
-			Stdin:     stdin,
-			Stdout:    true,
-			Stderr:    true,
-		}, scheme.ParameterCodec).
+		VersionedParams(opts, scheme.ParameterCodec).
 		URL()
 }
 
@@ -446,6 +447,33 @@ func (c *Client) FollowText(ctx context.Context, pod types.NamespacedName, job s
 		return streamErr
 	}
 	return fmt.Errorf("agent follow of %s in pod %s: %w", job, pod, readErr)
+}
+
+// Attach attaches a terminal to the console of Console job on pod: it runs
+// the agent's attach subcommand with a TTY, whose stdin, stdout and size
+// are those of opts (Stdin, Stdout and TerminalSizeQueue; it sets Tty,
+// and a terminal has no stderr of its own). It returns once the console
+// has ended, with the exec's error: a utilexec.ExitError carries a
+// non-zero exit status of the console's command, or that of the attach
+// itself when it was refused (agentapi.ExitAttached, an unknown job),
+// whose message went to Stdout, the terminal's one stream. The exec's end
+// hangs the console up.
+func (c *Client) Attach(ctx context.Context, pod types.NamespacedName, job string, opts remotecommand.StreamOptions) error {
+	u := c.podExecURL(pod, &corev1.PodExecOptions{
+		Command: argv(agentapi.CmdAttach, flag(agentapi.FlagJob, job)),
+		Stdin:   opts.Stdin != nil,
+		Stdout:  opts.Stdout != nil,
+		TTY:     true,
+	})
+	ex, err := c.executor(u)
+	if err != nil {
+		return fmt.Errorf("agent attach in pod %s: %w", pod, err)
+	}
+	opts.Tty, opts.Stderr = true, nil
+	if err := ex.StreamWithContext(ctx, opts); err != nil {
+		return fmt.Errorf("agent attach of %s in pod %s: %w", job, pod, err)
+	}
+	return nil
 }
 
 // PutFiles implements agentapi.Client.

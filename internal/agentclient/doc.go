@@ -8,6 +8,10 @@
 // which names the pod and wraps agentapi's errors (ErrUnknownJob, ErrBusy,
 // ErrStarted, ErrProtocol) for errors.Is.
 //
+// Attach, beside agentapi.Client, runs the agent's attach subcommand with
+// a TTY: the terminal of a Console job, for the server of the API's attach
+// subresource, which alone execs into workers.
+//
 // A follow, put-files or get-files exec that moves no byte for
 // Options.StreamIdle while it waits on the agent is cut, with
 // agentapi.ErrStreamIdle: a hung worker or a stalled connection ends the

@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"shelljob.dev/shelljob/agent/agenttest"
+	"shelljob.dev/shelljob/agent/pty"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
@@ -149,6 +152,39 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	cmd := agentProcess(dir, args...)
 	cmd.Stdout, cmd.Stderr = streams[1], streams[2]
 	stdinClosed := make(chan struct{})
+	var outputDone chan struct{}
+	if q.Get("tty") == "true" {
+		// As the kubelet does for a TTY: the process's streams are a
+		// terminal of its own, stderr merged, sized by the resize stream.
+		master, slave, err := pty.Open()
+		if err != nil {
+			f.t.Error(err)
+			return
+		}
+		defer master.Close()
+		defer slave.Close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+		outputDone = make(chan struct{})
+		go func() {
+			defer close(outputDone)
+			_, _ = io.Copy(streams[1], master)
+		}()
+		if stdin {
+			go func() { _, _ = io.Copy(master, streams[0]) }()
+		}
+		go func() {
+			dec := json.NewDecoder(streams[4])
+			for {
+				var size struct{ Width, Height uint16 }
+				if dec.Decode(&size) != nil {
+					return
+				}
+				_ = pty.SetSize(master, size.Height, size.Width)
+			}
+		}()
+		stdin = false
+	}
 	if stdin {
 		// As the kubelet does, the exec ends with the process, whether or
 		// not its stdin is still open.
@@ -169,7 +205,15 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		f.mu.Lock()
 		f.running[cmd] = command[1]
 		f.mu.Unlock()
+		if outputDone != nil {
+			// The process holds the terminal now: its output ends when
+			// the last of its holders closes it.
+			cmd.Stdin.(*os.File).Close()
+		}
 		err = cmd.Wait()
+		if outputDone != nil {
+			<-outputDone
+		}
 		f.mu.Lock()
 		delete(f.running, cmd)
 		f.mu.Unlock()

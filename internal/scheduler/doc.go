@@ -17,10 +17,11 @@
 //     finds it free more often. A worker the job's client prefers (the
 //     one where it already opened the job's follow) comes first when it is
 //     free and not the stateful worker.
+//   - Console is placed as Fork is.
 //   - Stateful waits for the pool's stateful worker to be free.
 //   - Direct never waits for a free worker: it runs on the least loaded
 //     ready worker, even a busy one, and takes no seat.
-//   - A worker is free when no Fork or Stateful job holds it; Direct jobs
+//   - A worker is free when no Fork, Console or Stateful job holds it; Direct jobs
 //     only add to its load.
 //   - Workers of an old revision, not ready, being deleted, beyond the
 //     pool's replicas or whose spool is full take no new jobs; so queued

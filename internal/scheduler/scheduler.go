@@ -62,7 +62,7 @@ type Decision struct {
 type Load struct {
 	// Jobs counts every job that holds the worker.
 	Jobs int
-	// Seated is true when a Fork or Stateful job holds it.
+	// Seated is true when a Fork, Console or Stateful job holds it.
 	Seated bool
 }
 
@@ -141,10 +141,7 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 			w  Worker
 			ok bool
 		)
-		mode := q.Mode
-		if mode == "" {
-			mode = shellv1alpha1.ModeFork
-		}
+		mode := placedAs(q.Mode)
 		if mode == shellv1alpha1.ModeDirect {
 			w = slices.MinFunc(eligible, func(a, b Worker) int {
 				return cmp.Or(cmp.Compare(loads[a.Name].Jobs, loads[b.Name].Jobs), cmp.Compare(a.Index, b.Index))
@@ -189,6 +186,15 @@ func Place(job Job, pool Pool, workers []Worker, jobs []Job) Decision {
 	panic("unreachable: job is in its own queue")
 }
 
+// placedAs is the mode a job of mode is placed as: a Console as a Fork
+// job, on a free worker of its own; an unset mode is Fork.
+func placedAs(mode shellv1alpha1.ShellJobMode) shellv1alpha1.ShellJobMode {
+	if mode == "" || mode == shellv1alpha1.ModeConsole {
+		return shellv1alpha1.ModeFork
+	}
+	return mode
+}
+
 // pick chooses a free worker for a Fork or Stateful job.
 func pick(mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads map[string]Load) (Worker, bool) {
 	var best Worker
@@ -210,8 +216,9 @@ func pick(mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads m
 	return best, found
 }
 
-// preferred returns the worker a Fork job prefers, if it is eligible, free
-// and not the stateful worker, which Fork takes last.
+// preferred returns the worker a Fork job (or a Console, placed as one)
+// prefers, if it is eligible, free and not the stateful worker, which Fork
+// takes last.
 func preferred(q Job, mode shellv1alpha1.ShellJobMode, pool Pool, eligible []Worker, loads map[string]Load) (Worker, bool) {
 	if q.Preferred == "" || mode != shellv1alpha1.ModeFork {
 		return Worker{}, false

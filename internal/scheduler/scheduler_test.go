@@ -13,6 +13,7 @@ const (
 	fork     = shellv1alpha1.ModeFork
 	stateful = shellv1alpha1.ModeStateful
 	direct   = shellv1alpha1.ModeDirect
+	console  = shellv1alpha1.ModeConsole
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -175,6 +176,23 @@ func TestPlace(t *testing.T) {
 			job:     job("d", direct, 0, ""),
 			workers: nil,
 			want:    Decision{Reason: "NoReadyWorker", Message: "no ready worker of revision r1 yet"},
+		},
+		"a console takes a free worker as a fork does, and its seat": {
+			job:     job("c", console, 2, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", fork, 0, "p-r1-1"), job("b", console, 1, "p-r1-2")},
+			want:    Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"},
+		},
+		"a console waits in line when every worker is seated": {
+			job:     job("c", console, 5, ""),
+			workers: workers("r1", 3),
+			jobs:    []Job{job("a", console, 0, "p-r1-0"), job("b", fork, 1, "p-r1-1"), job("s", stateful, 2, "p-r1-2"), job("old", fork, 4, "")},
+			want:    Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"},
+		},
+		"a console takes the worker it prefers when it is free": {
+			job:     Job{Name: "c", Mode: console, Created: t0, Preferred: "p-r1-2"},
+			workers: workers("r1", 3),
+			want:    Decision{Pod: "p-r1-2", Reason: "Assigned", Message: "assigned to worker p-r1-2"},
 		},
 		"fork takes the worker it prefers when it is free": {
 			job:     Job{Name: "a", Mode: fork, Created: t0, Preferred: "p-r1-2"},

@@ -23,11 +23,6 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// cmdAttach is the agent's subcommand that relays an exec's stdio to a
-// console job's terminal: run in an exec with a TTY, it forwards resizes,
-// and exits with the shell's status once the console ends.
-const cmdAttach = "attach"
-
 // AttachREST serves shelljobs/attach: the caller's upgraded connection
 // (WebSocket, v5.channel.k8s.io, or SPDY, as pods/attach speaks them) is
 // proxied, with the operator's credentials, to the API server's pods/exec
@@ -137,7 +132,7 @@ func (p *execProxy) location(pod types.NamespacedName, job string, opts *streamv
 		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: p.container,
-			Command: []string{agentapi.AgentPath, cmdAttach,
+			Command: []string{agentapi.AgentPath, agentapi.CmdAttach,
 				agentapi.FlagProtocol + "=" + strconv.Itoa(agentapi.ProtocolVersion), agentapi.FlagJob + "=" + job},
 			Stdin:  opts.Stdin,
 			Stdout: opts.Stdout,

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -293,14 +296,127 @@ func TestCLIExecMarksDelivered(t *testing.T) {
 	WaitForPoolAvailable(t, pool)
 }
 
+// TestCLIConsolePiped: a piped console, opened by a user who may not exec
+// into the workers, runs its input in a Console job of that user's, as a
+// user of the worker other than root, and closes itself after the exit
+// it sends.
 func TestCLIConsolePiped(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	r := shelljob(t, "echo HELLO\n", "console", "--pool", Pool)
+	user := consoleUser(t)
+	r := shelljob(t, "echo HELLO\nid -u\n", "--as", user, "console", "--pool", Pool)
 	// The terminal echoes the input too: HELLO alone on a line is the
-	// command's output.
-	if !regexp.MustCompile(`(?m)^HELLO\r?$`).MatchString(r.out) || r.took > 2*time.Second {
+	// command's output, and so is the user id.
+	uid := regexp.MustCompile(`(?m)^(\d+)\r?$`).FindStringSubmatch(r.out)
+	if !regexp.MustCompile(`(?m)^HELLO\r?$`).MatchString(r.out) || uid == nil || uid[1] == "0" || r.took > 2*time.Second {
 		t.Errorf("exit %d after %v, %q, %q", r.code, r.took, r.out, r.errOut)
 	}
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var consoles []shellv1alpha1.ShellJob
+	for _, j := range list.Items {
+		if j.Spec.Mode == shellv1alpha1.ModeConsole && j.Spec.Origin.User == user {
+			consoles = append(consoles, j)
+		}
+	}
+	if len(consoles) != 1 || consoles[0].Status.Number == 0 || consoles[0].Annotations[shellv1alpha1.AnnotationDelivered] == "" {
+		t.Errorf("console jobs of %s: %+v; want one, numbered and delivered", user, consoles)
+	}
+}
+
+// TestCLIConsoleCutHangsUp: a console whose plugin dies (its session cut
+// with no goodbye) is hung up, as a closed ssh session is: its job ends
+// of the hangup, and its worker is free again.
+func TestCLIConsoleCutHangsUp(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	user := consoleUser(t)
+	cmd := shelljobCmd(t, "--as", user, "console", "--pool", Pool)
+	in, err := cmd.StdinPipe() // held open: the console sends no exit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out := &utiltesting.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, "echo ATTACHED\n"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, JobTimeout, "the console's output", func() (bool, string) {
+		return regexp.MustCompile(`(?m)^ATTACHED\r?$`).MatchString(out.String()), out.String()
+	})
+	var console *shellv1alpha1.ShellJob
+	var list shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &list, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.Origin.User == user && list.Items[i].Spec.Mode == shellv1alpha1.ModeConsole {
+			console = &list.Items[i]
+		}
+	}
+	if console == nil {
+		t.Fatalf("no console job of %s", user)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	ended := WaitForJobEnd(t, console, JobTimeout)
+	// zsh exits with 1 (SIGHUP's number) when hung up; a shell that dies
+	// of it reports 129.
+	if code := ExitCode(ended); code != 1 && code != 129 || len(ended.Status.StopSteps) > 0 {
+		t.Errorf("the cut console ended with %d, stop steps %v; want the status of a hangup, and no stop", code, ended.Status.StopSteps)
+	}
+}
+
+// consoleUser is a user of the suite's namespace who may run, read and
+// stop ShellJobs and attach to their consoles through the aggregated API,
+// and nothing else: no pods/exec on the workers. It goes at the end of
+// the test, with its jobs.
+func consoleUser(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	user := fmt.Sprintf("e2e-console-%d", time.Now().UnixNano())
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"},
+				Verbs: []string{"create", "get", "list", "watch", "patch"}},
+			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shellpools"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"stream.shelljob.dev"}, Resources: []string{"shelljobs/attach"}, Verbs: []string{"create", "get"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		var list shellv1alpha1.ShellJobList
+		if err := c.List(ctx, &list, client.InNamespace(Namespace)); err == nil {
+			for i := range list.Items {
+				if list.Items[i].Spec.Origin.User == user {
+					_ = c.Delete(ctx, &list.Items[i])
+				}
+			}
+		}
+		_ = c.Delete(ctx, binding)
+		_ = c.Delete(ctx, role)
+	})
+	for _, ns := range []string{Namespace, WorkerNamespace} {
+		out, _ := kubectlCmd("auth", "can-i", "create", "pods", "--subresource=exec", "-n", ns, "--as", user).Output()
+		if strings.TrimSpace(string(out)) != "no" {
+			t.Fatalf("%s may exec into the pods of %s (%q): the console must need no such right", user, ns, out)
+		}
+	}
+	return user
 }
 
 func TestCLIReplState(t *testing.T) {
@@ -359,8 +475,9 @@ func TestCLILsStopPools(t *testing.T) {
 	}
 }
 
-// TestCLIConsoleTmux drives the console in a real terminal: top is drawn
-// at the new size after the window is resized.
+// TestCLIConsoleTmux drives the console in a real terminal, as a user who
+// may not exec into the workers: top is drawn at the new size after the
+// window is resized.
 func TestCLIConsoleTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		if os.Getenv("CI") == "" {
@@ -370,7 +487,7 @@ func TestCLIConsoleTmux(t *testing.T) {
 	}
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	session := fmt.Sprintf("shelljob-e2e-%d", os.Getpid())
-	argv := shelljobCmd(t, "console", "--pool", Pool).Args
+	argv := shelljobCmd(t, "--as", consoleUser(t), "console", "--pool", Pool).Args
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", args...).CombinedOutput()
 		if err != nil {

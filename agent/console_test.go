@@ -1,0 +1,299 @@
+package agent_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"shelljob.dev/shelljob/agent/agenttest"
+	"shelljob.dev/shelljob/agent/pty"
+	"shelljob.dev/shelljob/internal/agentapi"
+	utiltesting "shelljob.dev/shelljob/internal/testing"
+)
+
+const consoleShell = agenttest.ConsoleShell
+
+// startConsole starts Console job id with command.
+func (d *daemon) startConsole(id, command string) agentapi.StartResponse {
+	d.t.Helper()
+	resp, err := d.c.Start(ctxFor(d.t, waitShort), agentapi.StartRequest{Job: id, Command: command, Console: true})
+	if err != nil {
+		d.t.Fatalf("start console %s: %v", id, err)
+	}
+	return resp
+}
+
+// attachment is the attach subcommand run on a terminal of the test's, as
+// a TTY exec runs it in a worker pod: the test types into the master and
+// reads the screen from it.
+type attachment struct {
+	t      *testing.T
+	master *os.File
+	screen *utiltesting.SyncBuffer
+	cmd    *exec.Cmd
+	ended  chan struct{}
+	code   int
+}
+
+// attach runs the attach subcommand of job id on a new pseudo-terminal
+// of rows×cols, its controlling terminal.
+func (d *daemon) attach(t *testing.T, id string, rows, cols uint16) *attachment {
+	t.Helper()
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := pty.SetSize(master, rows, cols); err != nil {
+		t.Fatal(err)
+	}
+	a := &attachment{t: t, master: master, screen: &utiltesting.SyncBuffer{}, ended: make(chan struct{})}
+	a.cmd = agenttest.Command("attach", "--spool-dir", d.dir, "--job", id)
+	a.cmd.Stdin, a.cmd.Stdout, a.cmd.Stderr = slave, slave, slave
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(a.kill)
+	go func() { _, _ = io.Copy(a.screen, master) }()
+	go func() {
+		err := a.cmd.Wait()
+		a.code = a.cmd.ProcessState.ExitCode()
+		if err != nil && a.code < 0 {
+			a.code = -1
+		}
+		close(a.ended)
+	}()
+	return a
+}
+
+func (a *attachment) kill() {
+	_ = a.cmd.Process.Kill()
+	<-a.ended
+}
+
+// typeLine types line and Enter.
+func (a *attachment) typeLine(line string) {
+	a.t.Helper()
+	if _, err := io.WriteString(a.master, line+"\r"); err != nil {
+		a.t.Fatalf("type %q: %v", line, err)
+	}
+}
+
+// waitScreen waits until the screen matches re, and returns the match.
+func (a *attachment) waitScreen(re string) []string {
+	a.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(waitLong)
+	for {
+		if m := rx.FindStringSubmatch(a.screen.String()); m != nil {
+			return m
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("the screen never showed %q:\n%q", re, a.screen.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exitCode waits for the attach to end and returns its exit code.
+func (a *attachment) exitCode() int {
+	a.t.Helper()
+	select {
+	case <-a.ended:
+		return a.code
+	case <-time.After(waitLong):
+		a.t.Fatalf("the attach did not end; screen:\n%q", a.screen.String())
+		return 0
+	}
+}
+
+// TestConsole: a console runs its shell on a terminal that is its user's,
+// not root's; what is typed into the attach runs and its output comes
+// back; a resize of the attach's terminal reaches the shell's; exit 3
+// ends the job with 3 and the attach with 3; and the spool holds the
+// session, in both ways of isolating jobs.
+func TestConsole(t *testing.T) {
+	for _, mode := range sandboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			d, _ := isolated(t, mode.flags...)
+			d.startConsole("c", consoleShell)
+			a := d.attach(t, "c", 30, 100)
+			a.waitScreen("READY> ")
+			uid := d.uidOf("c")
+			a.typeLine(`print answer=$((6*7)) uid=$(id -u) tty=$(stat -c %u $TTY) size=$(stty size | tr ' ' x)`)
+			m := a.waitScreen(`answer=42 uid=(\d+) tty=(\d+) size=(\S+)`)
+			if m[1] != strconv.Itoa(uid) || m[2] != m[1] || uid == 0 {
+				t.Errorf("the shell runs as %s on a terminal of %s; want the job's user %d for both", m[1], m[2], uid)
+			}
+			if m[3] != "30x100" {
+				t.Errorf("the console's size is %s, want the attach's 30x100", m[3])
+			}
+			// The resize reaches the attach as SIGWINCH, which sends it on;
+			// the shell is asked until it has it.
+			if err := pty.SetSize(a.master, 40, 140); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(waitLong)
+			for n := 0; !strings.Contains(a.screen.String(), "resized=40x140"); n++ {
+				if time.Now().After(deadline) {
+					t.Fatalf("the shell never saw the new size:\n%q", a.screen.String())
+				}
+				a.typeLine(fmt.Sprintf(`print resized=$(stty size | tr ' ' x) try=%d`, n))
+				a.waitScreen(fmt.Sprintf(`resized=\S+ try=%d`, n))
+			}
+			a.typeLine("exit 3")
+			if code := a.exitCode(); code != 3 {
+				t.Errorf("the attach exited %d, want the shell's 3; screen:\n%q", code, a.screen.String())
+			}
+			if got := code(t, d.exited("c")); got != 3 {
+				t.Errorf("the console ended with %d, want 3", got)
+			}
+			if out := d.output("c"); !strings.Contains(out, "answer=42") || !strings.Contains(out, "resized=40x140") {
+				t.Errorf("the spool lacks the session:\n%q", out)
+			}
+			if left := userProcesses(uid); len(left) > 0 {
+				t.Errorf("processes %v of the console's user %d are left", left, uid)
+			}
+		})
+	}
+}
+
+// TestConsoleHungUpWhenTheAttachEnds: an attach that ends while its
+// console runs, its exec cut (its terminal closed under it) or its input
+// ended, hangs the console up: the shell ends of SIGHUP, and nothing of
+// its user is left, its background jobs included.
+func TestConsoleHungUpWhenTheAttachEnds(t *testing.T) {
+	d, _ := isolated(t)
+	d.startConsole("cut", consoleShell)
+	a := d.attach(t, "cut", 24, 80)
+	a.waitScreen("READY> ")
+	a.typeLine("sleep 1000 &!; print started")
+	a.waitScreen("started")
+	a.master.Close()
+	if got := code(t, d.exited("cut")); !hungUp(got) {
+		t.Errorf("the console ended with %d, not of a hangup", got)
+	}
+	a.exitCode()
+	if uid := d.uidOf("cut"); len(userProcesses(uid)) > 0 {
+		t.Errorf("processes %v of the console's user %d are left", userProcesses(uid), uid)
+	}
+
+	// An attach without a terminal, whose input ends.
+	d.startConsole("eof", consoleShell)
+	var screen utiltesting.SyncBuffer
+	code, err := d.c.Attach(ctxFor(t, waitLong), "eof", &promptThenEOF{screen: &screen, typed: "print typed\r"}, &screen, nil)
+	if err != nil || !hungUp(code) {
+		t.Errorf("attach with an input that ends: %d, %v; want the status of a hangup", code, err)
+	}
+	if !strings.Contains(screen.String(), "typed") {
+		t.Errorf("the input never ran: %q", screen.String())
+	}
+}
+
+// hungUp tells whether a console's exit status is its shell's after a
+// hangup: zsh exits with the signal's number, 1; a shell that dies of it
+// reports 129. A shell that outlived it, killed StopGrace later, reports
+// 137.
+func hungUp(code int) bool { return code == int(syscall.SIGHUP) || code == 128+int(syscall.SIGHUP) }
+
+// promptThenEOF is an attach's input: typed once the screen shows the
+// prompt, then EOF.
+type promptThenEOF struct {
+	screen *utiltesting.SyncBuffer
+	typed  string
+	done   bool
+}
+
+func (p *promptThenEOF) Read(b []byte) (int, error) {
+	if p.done {
+		// Once the output came back: the input ended after it ran.
+		for deadline := time.Now().Add(waitLong); !strings.Contains(p.screen.String(), "\ntyped") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return 0, io.EOF
+	}
+	for deadline := time.Now().Add(waitLong); !strings.Contains(p.screen.String(), "READY> ") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.done = true
+	return copy(b, p.typed), nil
+}
+
+// TestConsoleUnattended: a console nobody attaches to is hung up once the
+// agent's attach wait has passed.
+func TestConsoleUnattended(t *testing.T) {
+	d := startDaemon(t, "--console-attach-wait=1s")
+	d.startConsole("lonely", consoleShell)
+	if got := code(t, d.exited("lonely")); !hungUp(got) {
+		t.Errorf("the unattended console ended with %d, not of a hangup", got)
+	}
+}
+
+// TestConsoleOneAttachAtATime: a second attach while one is on is refused
+// with ErrAttached, by the client as by the subcommand (ExitAttached); an
+// attach waits for its console's start; a job that is no console takes
+// none; and the stop ladder ends a console as any job.
+func TestConsoleOneAttachAtATime(t *testing.T) {
+	d := startDaemon(t)
+	first := make(chan error, 1)
+	in, typing := io.Pipe()
+	defer typing.Close()
+	var screen utiltesting.SyncBuffer
+	go func() {
+		// Before the start: it waits for it.
+		_, err := d.c.Attach(ctxFor(t, waitLong), "one", in, &screen, nil)
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	d.startConsole("one", consoleShell)
+	for deadline := time.Now().Add(waitLong); !strings.Contains(screen.String(), "READY> "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first attach never showed the prompt: %q", screen.String())
+		}
+	}
+	_, err := d.c.Attach(ctxFor(t, waitShort), "one", strings.NewReader(""), io.Discard, nil)
+	if !errors.Is(err, agentapi.ErrAttached) {
+		t.Errorf("a second attach: %v, want ErrAttached", err)
+	}
+	cmd := agenttest.Command("attach", "--spool-dir", d.dir, "--job", "one")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != agentapi.ExitAttached || !strings.Contains(string(out), "one attach at a time") {
+		t.Errorf("a second attach subcommand: %v, %q; want exit %d", err, out, agentapi.ExitAttached)
+	}
+
+	d.start("plain", "print plain", false)
+	if _, err := d.c.Attach(ctxFor(t, waitShort), "plain", strings.NewReader(""), io.Discard, nil); err == nil ||
+		!strings.Contains(err.Error(), "no console") {
+		t.Errorf("attach to a Fork job: %v", err)
+	}
+
+	if _, err := io.WriteString(typing, "print sleeping; sleep 1000\r"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitLong); !strings.Contains(screen.String(), "\nsleeping"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never ran: %q", screen.String())
+		}
+	}
+	ctx := ctxFor(t, waitLong)
+	if err := d.c.Stop(ctx, "one", 100*time.Millisecond, nil); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if got := code(t, d.exited("one")); got != 128+int(syscall.SIGKILL) {
+		t.Errorf("the stopped console ended with %d, want %d (SIGKILL)", got, 128+int(syscall.SIGKILL))
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the first attach: %v", err)
+	}
+}
