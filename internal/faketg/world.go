@@ -111,13 +111,14 @@ type Chat struct {
 	// messages are not delivered to the bot.
 	BotMember bool
 
-	// Guarded by s.mu.
+	// Guarded by the messages service.
 	msgs      map[int]*Message
-	nextMsgID int // channels and chats without the bot
-	pts       int // channels
-	history   []ptsEntry
+	nextMsgID int   // channels and chats without the bot
 	drafts    *bool // nil: default for the kind
 	topics    []*Topic
+	// A channel's own pts box, guarded by the updates service.
+	pts     int
+	history []ptsEntry
 }
 
 // Channel reports whether the chat is a channel in MTProto (supergroup or
@@ -391,18 +392,6 @@ func markupButtons(rm tg.ReplyMarkupClass) [][]Button {
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-// ptsEntry is one pts-carrying update in a pts history.
-type ptsEntry struct {
-	pts    int
-	update tg.UpdateClass
-}
-
-// qtsEntry is one qts-carrying update.
-type qtsEntry struct {
-	qts    int
-	update tg.UpdateClass
 }
 
 // cloneEntities deep-copies entities: encoding a tg object writes its
