@@ -1,9 +1,10 @@
 // Package bot is the Telegram bot of shelljob: chat admins send .a CMD, the
 // command becomes a ShellJob, and its output shows live in the chat until
 // its final. The behaviour is the reference's (reference/shell_streaming.md);
-// this package holds the handlers and the pump of each job, and reaches
-// Telegram and the cluster through the narrow interfaces Telegram and
-// Cluster.
+// this package holds the handlers and the pump of each job. It reaches the
+// cluster through the narrow interface Cluster, and Telegram through
+// requests that a Sender builds, in gotd's style
+// (b.tg.To(chat).Reply(id).Text(ctx, text)), and Telegram carries out.
 package bot
 
 import (
