@@ -2,13 +2,11 @@ package faketg
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/gotd/td/bin"
 	"github.com/gotd/td/proto"
 	"github.com/gotd/td/tg"
 	"github.com/gotd/td/tgtest"
@@ -232,14 +230,4 @@ func (u *updateService) getChannelDifference(srv *tgtest.Server, req *tgtest.Req
 }
 
 // cloneUpdate deep-copies an update through its TL encoding.
-func cloneUpdate(u tg.UpdateClass) tg.UpdateClass {
-	var b bin.Buffer
-	if err := u.Encode(&b); err != nil {
-		panic(fmt.Sprintf("faketg: encode %T: %v", u, err))
-	}
-	c, err := tg.DecodeUpdate(&b)
-	if err != nil {
-		panic(fmt.Sprintf("faketg: decode %T: %v", u, err))
-	}
-	return c
-}
+func cloneUpdate(u tg.UpdateClass) tg.UpdateClass { return cloneTL(u, tg.DecodeUpdate) }

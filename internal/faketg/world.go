@@ -399,15 +399,20 @@ func markupButtons(rm tg.ReplyMarkupClass) [][]Button {
 func cloneEntities(es []tg.MessageEntityClass) []tg.MessageEntityClass {
 	out := make([]tg.MessageEntityClass, 0, len(es))
 	for _, e := range es {
-		var b bin.Buffer
-		if err := e.Encode(&b); err != nil {
-			panic(fmt.Sprintf("faketg: encode %T: %v", e, err))
-		}
-		c, err := tg.DecodeMessageEntity(&b)
-		if err != nil {
-			panic(fmt.Sprintf("faketg: decode %T: %v", e, err))
-		}
-		out = append(out, c)
+		out = append(out, cloneTL(e, tg.DecodeMessageEntity))
 	}
 	return out
+}
+
+// cloneTL deep-copies a TL object through its encoding.
+func cloneTL[T bin.Encoder](v T, decode func(*bin.Buffer) (T, error)) T {
+	var b bin.Buffer
+	if err := v.Encode(&b); err != nil {
+		panic(fmt.Sprintf("faketg: encode %T: %v", v, err))
+	}
+	c, err := decode(&b)
+	if err != nil {
+		panic(fmt.Sprintf("faketg: decode %T: %v", v, err))
+	}
+	return c
 }
