@@ -39,9 +39,7 @@ func (u *User) PressWith(ctx context.Context, chat *Chat, msgID int, data []byte
 	s := u.s
 	s.updates.pushMu.Lock()
 	qid := s.queryIDs.Add(1)<<20 | int64(u.ID&0xfffff)
-	s.messages.mu.Lock()
-	s.messages.callbacks[qid] = &callbackRef{chat: chat, msgID: msgID, user: u}
-	s.messages.mu.Unlock()
+	s.messages.pressable(qid, &callbackRef{chat: chat, msgID: msgID, user: u})
 	upd := &tg.UpdateBotCallbackQuery{
 		QueryID: qid, UserID: u.ID, Peer: chat.Peer(), MsgID: msgID,
 		ChatInstance: chat.ID*1000 + 7,

@@ -100,11 +100,9 @@ func (u *User) Guest(ctx context.Context, chat *Chat, text string, refs ...Messa
 	if len(refs) > 0 && refs[0].Chat == chat {
 		m.ReplyTo = refs[0].ID
 	}
-	s.messages.mu.Lock()
-	s.messages.addLocked(m)
-	q := &GuestQuery{ID: s.queryIDs.Add(1)<<20 | int64(u.ID&0xfffff), Message: m.clone(), s: s}
-	msg := m.tgGuest()
-	s.messages.mu.Unlock()
+	out, _ := s.messages.add(m, false)
+	q := &GuestQuery{ID: s.queryIDs.Add(1)<<20 | int64(u.ID&0xfffff), Message: out, s: s}
+	msg := out.tgGuest()
 	s.guests.mu.Lock()
 	s.guests.queries[q.ID] = &guestRef{chat: chat, user: u, msg: m}
 	s.guests.mu.Unlock()

@@ -110,20 +110,13 @@ func (b *SendBuilder) Text(ctx context.Context, text string) (Message, error) {
 		s.files.addMedia(&c)
 		m.Media = &c
 	}
-	s.messages.mu.Lock()
-	s.messages.setTopicLocked(m)
-	upd := s.messages.addLocked(m)
-	out := m.clone()
-	var u tg.UpdatesClass
-	if upd != nil && s.opts.ShortUpdates && b.chat.Kind == Private && m.Media == nil {
-		u = shortMessage(m, upd)
-	}
-	s.messages.mu.Unlock()
+	out, upd := s.messages.add(m, true)
 	if upd == nil {
 		return out, nil
 	}
-	if u == nil {
-		u = s.peers.wrap(upd)
+	var u tg.UpdatesClass = s.peers.wrap(upd)
+	if s.opts.ShortUpdates && b.chat.Kind == Private && out.Media == nil {
+		u = shortMessage(&out, upd)
 	}
 	return out, s.updates.push(ctx, u)
 }

@@ -78,6 +78,26 @@ func (m *messageService) addLocked(msg *Message) tg.UpdateClass {
 	})
 }
 
+// add adds msg, a user's message (see addLocked), and returns a copy of
+// it. In a forum, a reply that names no topic goes in the topic of the
+// message it replies to when inReplyTopic.
+func (m *messageService) add(msg *Message, inReplyTopic bool) (Message, tg.UpdateClass) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if inReplyTopic {
+		m.setTopicLocked(msg)
+	}
+	upd := m.addLocked(msg)
+	return msg.clone(), upd
+}
+
+// pressable records button press qid, which the bot may answer once.
+func (m *messageService) pressable(qid int64, ref *callbackRef) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.callbacks[qid] = ref
+}
+
 // setTopicLocked puts msg, a reply in a forum that names no topic, in the
 // topic of the message it replies to.
 func (m *messageService) setTopicLocked(msg *Message) {

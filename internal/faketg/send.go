@@ -229,11 +229,8 @@ func (m *messageService) channelsGetMessages(srv *tgtest.Server, req *tgtest.Req
 	m.mu.Lock()
 	msgs := inputMessagesLocked(r.ID, func(id int) *Message { return chat.msgs[id] })
 	m.mu.Unlock()
-	m.s.updates.mu.Lock()
-	pts := chat.pts
-	m.s.updates.mu.Unlock()
 	return srv.SendResult(req, &tg.MessagesChannelMessages{
-		Pts: pts, Count: len(msgs),
+		Pts: m.s.updates.channelPts(chat), Count: len(msgs),
 		Messages: msgs, Topics: []tg.ForumTopicClass{},
 		Chats: m.s.peers.tgChats(), Users: m.s.peers.tgUsers(),
 	})

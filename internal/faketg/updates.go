@@ -90,6 +90,13 @@ func (u *updateService) deleted(channel *Chat, ids []int) *tg.MessagesAffectedMe
 	return &tg.MessagesAffectedMessages{Pts: *pts, PtsCount: len(ids)}
 }
 
+// channelPts is the pts of a channel's box.
+func (u *updateService) channelPts(c *Chat) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return c.pts
+}
+
 // addQts records a qts update with the next qts.
 func (u *updateService) addQts(mk func(qts int) tg.UpdateClass) tg.UpdateClass {
 	u.mu.Lock()
