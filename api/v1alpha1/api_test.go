@@ -209,13 +209,17 @@ func TestShellJobUpdateValidation(t *testing.T) {
 			wantErr: "approval cannot change once set",
 		},
 		"approval of no one": {
-			job:     utiltesting.MakeShellJob("anonymous", ns),
-			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: shellv1alpha1.ApprovalApproved} },
+			job: utiltesting.MakeShellJob("anonymous", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: shellv1alpha1.ApprovalApproved}
+			},
 			wantErr: "spec.approval.by",
 		},
 		"approval of another kind": {
-			job:     utiltesting.MakeShellJob("maybe", ns),
-			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: "Maybe", By: "bob"} },
+			job: utiltesting.MakeShellJob("maybe", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: "Maybe", By: "bob"}
+			},
 			wantErr: "spec.approval.decision: Unsupported value",
 		},
 		"limits may change": {

@@ -2,7 +2,10 @@ package texts
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -70,13 +73,45 @@ func AwaitingApproval(pool string, deadline time.Time) string {
 // approved job: "approved by carol".
 func Approved(by string) string { return "approved by " + by }
 
+// Denied is the Finished and Approved conditions' message of a denied job:
+// "denied by bob".
+func Denied(by string) string { return "denied by " + by }
+
+// NotApprovedWithin is the Finished and Approved conditions' message of a
+// job no one decided on in time: "not approved within 10 min: it never
+// ran".
+func NotApprovedWithin(timeout time.Duration) string {
+	return fmt.Sprintf("not approved within %s: it never ran", Duration(timeout))
+}
+
 // DeniedNote ends the final of a denied job: "⛔ Denied by bob.".
-func DeniedNote(by string) string { return fmt.Sprintf("⛔ Denied by %s.", by) }
+func DeniedNote(by string) string {
+	return approvalNote(shellv1alpha1.ShellJobFinishedReasonDenied, Denied(by))
+}
 
 // ExpiredNote ends the final of a job no one decided on in time: "⌛ Not
 // approved within 10 min: it never ran.".
 func ExpiredNote(timeout time.Duration) string {
-	return fmt.Sprintf("⌛ Not approved within %s: it never ran.", Duration(timeout))
+	return approvalNote(shellv1alpha1.ShellJobFinishedReasonApprovalExpired, NotApprovedWithin(timeout))
+}
+
+// approvalNote is the final's note of a job that ended for its approval,
+// from its Finished condition (EndNote): "" for any other end.
+func approvalNote(reason, msg string) string {
+	sign := map[string]string{
+		shellv1alpha1.ShellJobFinishedReasonDenied:          "⛔ ",
+		shellv1alpha1.ShellJobFinishedReasonApprovalExpired: "⌛ ",
+	}[reason]
+	if sign == "" || msg == "" {
+		return ""
+	}
+	return sign + sentence(msg)
+}
+
+// sentence is msg with a capital first letter and a full stop.
+func sentence(msg string) string {
+	r, size := utf8.DecodeRuneInString(msg)
+	return string(unicode.ToUpper(r)) + strings.TrimSuffix(msg[size:], ".") + "."
 }
 
 // Duration is a timeout for people: "10 min", "90 s", "2 h", "1 h 30 min".

@@ -8,8 +8,8 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/shelljob"
-	"shelljob.dev/shelljob/internal/texts"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // TestWaitingOwn: a preview tells, from the Scheduled condition the
@@ -71,6 +71,23 @@ func TestApprovalNotes(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// TestEndNoteNotApproved: a final tells why the job never ran, from its
+// Finished condition.
+func TestEndNoteNotApproved(t *testing.T) {
+	for _, tc := range []struct {
+		reason, msg, want string
+	}{
+		{shellv1alpha1.ShellJobFinishedReasonDenied, texts.Denied("bob"), "⛔ Denied by bob."},
+		{shellv1alpha1.ShellJobFinishedReasonApprovalExpired, texts.NotApprovedWithin(10 * time.Minute), "⌛ Not approved within 10 min: it never ran."},
+	} {
+		j := utiltesting.MakeShellJob("j", "ns").Obj()
+		shelljob.SetFinishedCondition(j, time.Now(), tc.reason, tc.msg)
+		if got := texts.EndNote(shelljob.EndOf(j)); got != tc.want {
+			t.Errorf("EndNote(%s) = %q, want %q", tc.reason, got, tc.want)
 		}
 	}
 }
