@@ -62,16 +62,10 @@ func Parse(data []byte) (*Mapping, error) {
 		return nil, fmt.Errorf("identities: %w", err)
 	}
 	var errs []error
-	seen := map[int64]bool{}
+	users := ids{field: "telegramUser", what: "telegram user"}
 	for i, id := range m.Identities {
 		at := fmt.Sprintf("identities[%d]", i)
-		switch {
-		case id.TelegramUser == 0:
-			errs = append(errs, fmt.Errorf("%s: telegramUser is missing", at))
-		case seen[id.TelegramUser]:
-			errs = append(errs, fmt.Errorf("%s: telegram user %d is listed twice", at, id.TelegramUser))
-		}
-		seen[id.TelegramUser] = true
+		errs = append(errs, users.check(at, id.TelegramUser)...)
 		errs = append(errs, checkUser(at, id)...)
 		for _, g := range id.Groups {
 			if g == "" || strings.HasPrefix(g, "system:") {
@@ -80,22 +74,36 @@ func Parse(data []byte) (*Mapping, error) {
 		}
 		errs = append(errs, checkPool(at, id.Pool, false)...)
 	}
-	chats := map[int64]bool{}
+	chats := ids{field: "chat", what: "chat"}
 	for i, c := range m.Chats {
 		at := fmt.Sprintf("chats[%d]", i)
-		switch {
-		case c.Chat == 0:
-			errs = append(errs, fmt.Errorf("%s: chat is missing", at))
-		case chats[c.Chat]:
-			errs = append(errs, fmt.Errorf("%s: chat %d is listed twice", at, c.Chat))
-		}
-		chats[c.Chat] = true
+		errs = append(errs, chats.check(at, c.Chat)...)
 		errs = append(errs, checkPool(at, c.Pool, true)...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// ids are the Telegram ids of one list, each to be set and listed once.
+type ids struct {
+	field, what string
+	seen        map[int64]bool
+}
+
+func (s *ids) check(at string, id int64) []error {
+	if s.seen == nil {
+		s.seen = map[int64]bool{}
+	}
+	switch {
+	case id == 0:
+		return []error{fmt.Errorf("%s: %s is missing", at, s.field)}
+	case s.seen[id]:
+		return []error{fmt.Errorf("%s: %s %d is listed twice", at, s.what, id)}
+	}
+	s.seen[id] = true
+	return nil
 }
 
 func checkUser(at string, id Identity) []error {

@@ -2,10 +2,8 @@ package shelljob
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
@@ -55,38 +53,29 @@ func (o DecideOutcome) Text(j *shellv1alpha1.ShellJob, n int64, d shellv1alpha1.
 // job as it is now. a.By must be the caller's user name (and
 // a.TelegramUser, when set, the Telegram user the caller acts for): the
 // admission policies refuse any other, and a caller who may not approve
-// on the job's pool, or who wrote the job. The patch carries the job's
-// resource version: a decision that races with another is decided again.
+// on the job's pool, or who wrote the job; their refusal comes back as it
+// is. The patch carries the job's resource version: a decision that races
+// with another is decided again.
 func Decide(ctx context.Context, jobs JobPatcher, name string, a shellv1alpha1.ShellJobApproval) (DecideOutcome, *shellv1alpha1.ShellJob, error) {
-	for {
-		j, err := jobs.Get(ctx, name)
-		if apierrors.IsNotFound(err) {
-			return DecideAlreadyEnded, nil, nil
-		}
-		if err != nil {
-			return 0, nil, fmt.Errorf("get shelljob %s: %w", name, err)
-		}
+	var out DecideOutcome
+	j, err := patchFresh(ctx, jobs, name, func(j *shellv1alpha1.ShellJob) map[string]any {
 		switch {
 		case j.Spec.Approval != nil:
-			return AlreadyDecided, j, nil
+			out = AlreadyDecided
 		case IsFinished(j):
-			return DecideAlreadyEnded, j, nil
+			out = DecideAlreadyEnded
+		default:
+			out = Decided
+			return map[string]any{"approval": a}
 		}
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": j.ResourceVersion},
-			"spec":     map[string]any{"approval": a},
-		})
-		if err != nil {
-			return 0, nil, err
-		}
-		j, err = jobs.MergePatch(ctx, name, patch)
-		switch {
-		case err == nil:
-			return Decided, j, nil
-		case apierrors.IsNotFound(err):
-			return DecideAlreadyEnded, nil, nil
-		case !apierrors.IsConflict(err):
-			return 0, nil, err
-		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errGone):
+		return DecideAlreadyEnded, nil, nil
+	case err != nil:
+		// The API server's refusal, as it is.
+		return 0, nil, err
 	}
+	return out, j, nil
 }
