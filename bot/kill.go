@@ -165,13 +165,13 @@ func (b *Bot) restartPool(ctx context.Context, m Message) error {
 	}
 	_, primary := b.nameSet()
 	var here, other, guest, others int
-	caller := strconv.FormatInt(m.From, 10)
 	for i := range all {
 		sj := &all[i]
 		if sj.Spec.Pool != b.cfg.Pool || sj.Status.Revision == "" || shelljob.IsFinished(sj) {
 			continue
 		}
-		own := sj.Spec.Origin.User == caller
+		owner, _ := shelljob.TelegramUser(sj)
+		own := owner == m.From
 		isGuest := sj.Spec.Origin.GuestQuery != ""
 		switch {
 		case visible[sj.Name]:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/jobs"
@@ -46,7 +45,7 @@ func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
 		b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
 		return
 	}
-	owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
+	owner, _ := shelljob.TelegramUser(sj)
 	r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
 	// The CR's timestamp has whole seconds, fine for a job that started
 	// before this bot did; a fresh job times its preview by the clock.

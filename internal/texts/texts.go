@@ -76,9 +76,12 @@ func WorkerEnded(why string) string {
 }
 
 // EndNote is the note a final ends with when the job ended because of its
-// worker or its hold (shelljob.End.ByWorker): "" otherwise.
+// worker or its hold (shelljob.End.ByWorker), or never ran for its
+// approval (denied, expired): "" otherwise.
 func EndNote(e shelljob.End) string {
 	switch byWorker, _ := e.ByWorker(); {
+	case e.NotApproved:
+		return approvalNote(e.Reason, e.Message)
 	case !byWorker:
 		return ""
 	case e.Reason == shellv1alpha1.ShellJobFinishedReasonWorkerLost:

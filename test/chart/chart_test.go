@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/identity"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -63,6 +65,7 @@ var valueSets = []valueSet{
 	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers",
 		serviceAccounts: "builder,ci.runner", bot: true, egress: "all"},
 	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes", egress: "none"},
+	{name: "access", files: []string{"testdata/access.values.yaml"}, workers: namespace + "-workers", bot: true, egress: "all"},
 }
 
 // helmBin is $HELM, else bin/helm. Without helm the chart tests skip,
@@ -323,9 +326,13 @@ func TestRBAC(t *testing.T) {
 			case !vs.bot && bot != nil:
 				t.Errorf("bot disabled, but its Role %s/%s is there", bot.Namespace, bot.Name)
 			}
-			if r := byName[namespace+"/shelljob-bot"]; vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "update") ||
-				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || !roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create")) {
-				t.Errorf("the bot's Role in %s: want shelljobs create and no shellpools update or delete", namespace)
+			// As itself, the bot reads jobs and pools and writes its
+			// bookkeeping on jobs; it creates jobs and restarts pools as
+			// the chat admins it impersonates.
+			if r := byName[namespace+"/shelljob-bot"]; vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "patch") ||
+				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create") ||
+				!roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "watch")) {
+				t.Errorf("the bot's Role in %s: want shelljobs watched, and no shelljobs create nor shellpools patch or delete", namespace)
 			}
 			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
 				for _, res := range []string{"pods/exec", "secrets", "pods"} {
@@ -343,9 +350,20 @@ func TestRBAC(t *testing.T) {
 			}
 			for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
 				switch b.RoleRef.Name {
-				case "shelljob-shelljob-system-metrics-auth", "shelljob-shelljob-system-nodes", "system:auth-delegator":
+				case "shelljob-shelljob-system-metrics-auth", "shelljob-shelljob-system-nodes", "system:auth-delegator", "shelljob-shelljob-system-bot-impersonate":
 				default:
-					t.Errorf("ClusterRoleBinding %s to %s: the only ones should bind the metrics auth, the nodes and the auth delegator roles", b.Name, b.RoleRef.Name)
+					t.Errorf("ClusterRoleBinding %s to %s: the only ones should bind the metrics auth, the nodes, the auth delegator and the bot's impersonation roles", b.Name, b.RoleRef.Name)
+				}
+			}
+			// The bot impersonates named users, groups and Telegram ids
+			// alone: an impersonate rule with no names would let it become
+			// anyone.
+			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+				for _, rule := range cr.Rules {
+					if slices.Contains(rule.Verbs, "impersonate") && (len(rule.ResourceNames) == 0 || len(rule.Verbs) != 1 ||
+						slices.ContainsFunc(rule.ResourceNames, func(n string) bool { return strings.HasPrefix(n, "system:") })) {
+						t.Errorf("ClusterRole %s: impersonate rule %+v, want impersonate alone, on names, none of the system's", cr.Name, rule)
+					}
 				}
 			}
 			// The NetworkPolicy reconciler: Nodes read only, policies
@@ -577,6 +595,15 @@ func TestSchema(t *testing.T) {
 		"jobQuota.shellJobs=0",
 		"jobQuota.shellJobs=lots",
 		"jobQuota.shelljobs=5",
+		"bot.poolVerbs={run}",
+		"bot.identities[0].telegramUser=1",
+		"bot.identities[0].user=alice",
+		"bot.chats[0].chat=-1",
+		"bot.chats[0].pool=Dev",
+		"pools.shell.maxRunningPerUser=0",
+		"pools.shell.users=carol",
+		"pools.shell.stop.user={carol}",
+		"pools.shell.approval.timeoutSeconds=0",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, "--set", set)
@@ -671,27 +698,140 @@ func TestCRDNames(t *testing.T) {
 	}
 }
 
-// TestOriginUserPolicy: the chart fills in the user of a CLI job through a
-// MutatingAdmissionPolicy where the cluster serves it, bound to the
-// release's namespace, and renders none where it does not.
-func TestOriginUserPolicy(t *testing.T) {
-	const api = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
-	objs := objects(t, valueSets[0].render(t, "--api-versions", api))
+// TestMutatingPolicies: the chart fills in the user of a CLI job, and who
+// stopped a job, through MutatingAdmissionPolicies where the cluster
+// serves them, bound to the release's namespace, and renders none where it
+// does not.
+func TestMutatingPolicies(t *testing.T) {
+	objs := objects(t, valueSets[0].render(t, "--api-versions", mutatingAdmissionPolicies))
 	policies := ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objs)
-	bindings := ofType[*admissionregistrationv1.MutatingAdmissionPolicyBinding](objs)
-	if len(policies) != 1 || len(bindings) != 1 {
-		t.Fatalf("%d policies and %d bindings, want one each", len(policies), len(bindings))
+	bindings := map[string]*admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+	for _, b := range ofType[*admissionregistrationv1.MutatingAdmissionPolicyBinding](objs) {
+		bindings[b.Spec.PolicyName] = b
 	}
-	p, b := policies[0], bindings[0]
-	if len(p.Spec.Mutations) != 1 || p.Spec.Mutations[0].JSONPatch == nil ||
-		!strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "request.userInfo.username") {
-		t.Errorf("mutations %+v", p.Spec.Mutations)
+	var names []string
+	for _, p := range policies {
+		names = append(names, p.Name)
+		if len(p.Spec.Mutations) != 1 || p.Spec.Mutations[0].JSONPatch == nil ||
+			!strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "request.userInfo.username") {
+			t.Errorf("%s: mutations %+v", p.Name, p.Spec.Mutations)
+		}
+		b := bindings[p.Name]
+		if b == nil || b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
+			b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
+			t.Errorf("%s: binding %+v", p.Name, b)
+		}
 	}
-	if b.Spec.PolicyName != p.Name || b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
-		b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
-		t.Errorf("binding %+v", b.Spec)
+	slices.Sort(names)
+	if want := []string{"shelljob-shelljob-system-origin-user", "shelljob-shelljob-system-stop-by"}; !slices.Equal(names, want) {
+		t.Errorf("policies %q, want %q", names, want)
 	}
 	if n := len(ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objects(t, valueSets[0].render(t)))); n != 0 {
 		t.Errorf("%d policies on a cluster without the API", n)
 	}
+}
+
+// TestIdentityRefusals: the chart refuses identities the bot must not be
+// allowed to become, and mappings the bot could not read.
+func TestIdentityRefusals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		set  []string
+		want string
+	}{
+		"an identity of no admin": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=2", "bot.identities[0].user=alice"},
+			want: "bot.identities[0]: Telegram user 2 is not in bot.admins"},
+		"an admin twice": {
+			set: []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=alice",
+				"bot.identities[1].telegramUser=1", "bot.identities[1].user=bob"},
+			want: "bot.identities[1]: Telegram user 1 is listed twice"},
+		"a system user": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=system:admin"},
+			want: "user system:admin: a chat admin may not be a system: user"},
+		"a ServiceAccount": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=system:serviceaccount:kube-system:default"},
+			want: "a chat admin may not be a system: user"},
+		"another admin's default identity": {
+			set:  []string{"bot.admins={1,2}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=shelljob:telegram:2"},
+			want: "user shelljob:telegram:2 is another Telegram user's default identity"},
+		"system:masters": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=alice", "bot.identities[0].groups={system:masters}"},
+			want: "group system:masters: a chat admin may not be in a system: group"},
+		"a chat twice": {
+			set:  []string{"bot.chats[0].chat=-5", "bot.chats[0].pool=a", "bot.chats[1].chat=-5", "bot.chats[1].pool=b"},
+			want: "bot.chats[1]: chat -5 is zero or listed twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var args []string
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			_, err := helmTemplate(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIdentities: the bot reads the chart's mapping (internal/identity),
+// and may impersonate exactly the identities it gives the admins: every
+// admin's user, group and Telegram id, and nothing else.
+func TestIdentities(t *testing.T) {
+	objs := objects(t, valueSets[3].render(t))
+	var mapping *identity.Mapping
+	for _, cm := range ofType[*corev1.ConfigMap](objs) {
+		if cm.Name == "shelljob-bot-identities" {
+			m, err := identity.Parse([]byte(cm.Data[identity.Key]))
+			if err != nil {
+				t.Fatalf("the bot cannot read the chart's identities: %v\n%s", err, cm.Data[identity.Key])
+			}
+			mapping = m
+		}
+	}
+	if mapping == nil {
+		t.Fatal("no ConfigMap shelljob-bot-identities")
+	}
+	if pool, ok := mapping.PoolOf(-1001234567890); !ok || pool != "dev" {
+		t.Errorf("the dev team's chat runs on %q, %v; want dev", pool, ok)
+	}
+	var users, groups, ids []string
+	for _, admin := range []int64{111, 222, 333} {
+		id := mapping.Of(admin)
+		users = append(users, id.User)
+		groups = append(groups, id.Groups...)
+		ids = append(ids, strconv.FormatInt(admin, 10))
+	}
+	want := map[string][]string{"users": sortedSet(users), "groups": sortedSet(groups),
+		"userextras/shelljob.dev/telegram-user": sortedSet(ids)}
+	got := map[string][]string{}
+	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		for _, rule := range cr.Rules {
+			if slices.Contains(rule.Verbs, "impersonate") {
+				for _, r := range rule.Resources {
+					got[r] = append(got[r], rule.ResourceNames...)
+				}
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the bot impersonates %v, want %v", got, want)
+	}
+	for r, names := range want {
+		if !slices.Equal(sortedSet(got[r]), names) {
+			t.Errorf("the bot impersonates %s %q, want %q", r, got[r], names)
+		}
+	}
+	d := deployment(t, objs, "shelljob-bot")
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == "shelljob-bot-identities"
+	}) {
+		t.Error("the bot does not mount its identities")
+	}
+}
+
+func sortedSet(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
 }
