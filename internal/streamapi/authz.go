@@ -63,11 +63,8 @@ func isJobSubresource(attrs authorizer.Attributes) bool {
 }
 
 // ownerAuthorizer allows a job's subresources to the person who created it
-// from the CLI (spec.origin.user, which an admission policy ties to the
-// creator), while they may still create ShellJobs in its namespace, as
-// the API server tells. It has no opinion on anything else: a job from
-// Telegram names a Telegram user, no Kubernetes one, and is read with the
-// subresource's own right alone.
+// (owner), while they may still create ShellJobs in its namespace, as the
+// API server tells. It has no opinion on anything else.
 type ownerAuthorizer struct {
 	jobs      *jobs
 	delegated authorizer.Authorizer
@@ -79,7 +76,7 @@ func (o ownerAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attribu
 	}
 	user := attrs.GetUser().GetName()
 	sj, err := o.jobs.get(ctx, types.NamespacedName{Namespace: attrs.GetNamespace(), Name: attrs.GetName()})
-	if err != nil || sj.Spec.Origin.Source != shellv1alpha1.OriginCLI || user == "" || sj.Spec.Origin.User != user {
+	if err != nil || user == "" || owner(sj) != user {
 		// A job not found is left to the delegated authorizer, so that a
 		// caller who may read any job learns it is not there.
 		return authorizer.DecisionNoOpinion, "", nil
@@ -94,4 +91,21 @@ func (o ownerAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attribu
 		return authorizer.DecisionNoOpinion, "", err
 	}
 	return authorizer.DecisionAllow, fmt.Sprintf("%s owns shelljob %s and may create shelljobs in namespace %s", user, sj.Name, sj.Namespace), nil
+}
+
+// owner is the Kubernetes user who created the job, as the origin admission
+// policy vouches for it: the origin's user of a job from the CLI, or of a
+// job from Telegram that names its Telegram user apart (the bot created it
+// impersonating its sender's identity). "" for any other job: a Telegram
+// job of an older bot names a Telegram user id in its user, which must
+// never pass for a Kubernetes user of that name, and is read with the
+// subresource's own right alone.
+func owner(sj *shellv1alpha1.ShellJob) string {
+	switch o := sj.Spec.Origin; {
+	case o.Source == shellv1alpha1.OriginCLI:
+		return o.User
+	case o.Source == shellv1alpha1.OriginTelegram && o.TelegramUser != 0:
+		return o.User
+	}
+	return ""
 }

@@ -7,8 +7,9 @@
 //
 // It is built on k8s.io/apiserver's generic server with delegated
 // authentication and authorization. A request's caller is allowed when
-// they own the job (a job from the CLI whose spec.origin.user they are,
-// while they may still create ShellJobs in its namespace), or when the
+// they own the job (a job from the CLI, or one the bot created from
+// Telegram as its sender's identity, whose spec.origin.user they are, while
+// they may still create ShellJobs in its namespace), or when the
 // API server allows the request itself (get on shelljobs/log, say).
 //
 // Each subresource is one small rest.Connecter (LogREST, FilesREST,

@@ -20,29 +20,40 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// TestLogWho checks who reads which log: the owner of a CLI job, and a
-// holder of get on shelljobs/log; nobody else, and nobody but the latter
-// a Telegram job's.
+// TestLogWho checks who reads which log: the owner of a CLI job or of a
+// Telegram job the bot created as its sender's identity, and a holder of
+// get on shelljobs/log; nobody else. A Telegram job of an older bot, whose
+// user is a Telegram id, has no owner, even to a Kubernetes user named as
+// that id.
 func TestLogWho(t *testing.T) {
 	f := setup(t)
 	f.job("mine", alice, "echo hi from alice")
 	f.create(utiltesting.MakeShellJob("chat", f.cluster.Namespace).Command("echo hi from the chat").
 		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 2}).Obj())
-	f.finished("mine")
-	f.finished("chat")
+	f.create(utiltesting.MakeShellJob("alices-chat", f.cluster.Namespace).Command("echo hi from alice chat").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, TelegramUser: 111, Chat: 1, Message: 3}).Obj())
+	f.create(utiltesting.MakeShellJob("old-chat", f.cluster.Namespace).Command("echo hi from an older bot").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: telegramID, Chat: 1, Message: 4}).Obj())
+	for _, name := range []string{"mine", "chat", "alices-chat", "old-chat"} {
+		f.finished(name)
+	}
 
 	cases := map[string]struct {
 		user, job string
 		want      string
 		wantErr   func(error) bool
 	}{
-		"the owner reads their job":              {user: alice, job: "mine", want: "hi from alice\n"},
-		"another user is refused":                {user: bob, job: "mine", wantErr: apierrors.IsForbidden},
-		"a reader reads any job":                 {user: reader, job: "mine", want: "hi from alice\n"},
-		"a reader reads a Telegram job":          {user: reader, job: "chat", want: "hi from the chat\n"},
-		"a Telegram job has no owner":            {user: alice, job: "chat", wantErr: apierrors.IsForbidden},
-		"a missing job is not found to a reader": {user: reader, job: "none", wantErr: apierrors.IsNotFound},
-		"a missing job is refused to a user":     {user: bob, job: "none", wantErr: apierrors.IsForbidden},
+		"the owner reads their job":                             {user: alice, job: "mine", want: "hi from alice\n"},
+		"another user is refused":                               {user: bob, job: "mine", wantErr: apierrors.IsForbidden},
+		"a reader reads any job":                                {user: reader, job: "mine", want: "hi from alice\n"},
+		"a reader reads a Telegram job":                         {user: reader, job: "chat", want: "hi from the chat\n"},
+		"a Telegram job without its Telegram user has no owner": {user: alice, job: "chat", wantErr: apierrors.IsForbidden},
+		"the sender reads their Telegram job":                   {user: alice, job: "alices-chat", want: "hi from alice chat\n"},
+		"another user is refused a Telegram job":                {user: bob, job: "alices-chat", wantErr: apierrors.IsForbidden},
+		"an older bot's Telegram id is no Kubernetes user":      {user: telegramID, job: "old-chat", wantErr: apierrors.IsForbidden},
+		"a reader reads an older bot's Telegram job":            {user: reader, job: "old-chat", want: "hi from an older bot\n"},
+		"a missing job is not found to a reader":                {user: reader, job: "none", wantErr: apierrors.IsNotFound},
+		"a missing job is refused to a user":                    {user: bob, job: "none", wantErr: apierrors.IsForbidden},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -32,11 +32,13 @@ func TestMain(m *testing.M) { clustertest.Main(m, &env) }
 const testTimeout = time.Minute
 
 // Users of the tests. alice and bob may create ShellJobs; reader may get
-// every job's log and files.
+// every job's log and files. telegramID is a Kubernetes user named as a
+// Telegram user id, who may create ShellJobs too.
 const (
-	alice  = "alice"
-	bob    = "bob"
-	reader = "reader"
+	alice      = "alice"
+	bob        = "bob"
+	reader     = "reader"
+	telegramID = "1234567"
 )
 
 // params encodes the options into a request's query, as a client of the
@@ -61,7 +63,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
 	f.replica = streamapitest.Start(t, env, f.cluster, streamapitest.Options{})
-	f.grant("shelljob-user", []string{alice, bob}, rbacv1.PolicyRule{
+	f.grant("shelljob-user", []string{alice, bob, telegramID}, rbacv1.PolicyRule{
 		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"},
 	})
 	f.grant("shelljob-reader", []string{reader}, rbacv1.PolicyRule{
