@@ -23,6 +23,7 @@ import (
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/texts"
 )
@@ -603,11 +604,19 @@ func (c *crasher) PutFiles(ctx context.Context, pod types.NamespacedName, job st
 	return c.Cluster.PutFiles(ctx, pod, job, r)
 }
 
-func (c *crasher) Release(ctx context.Context, name string) error {
-	if err := c.hang(ctx, "Release"); err != nil {
+func (c *crasher) As(id identity.Identity) bot.Person { return crasherPerson{c.Cluster.As(id), c} }
+
+// crasherPerson is a crasher's admin.
+type crasherPerson struct {
+	bot.Person
+	c *crasher
+}
+
+func (p crasherPerson) Release(ctx context.Context, name string) error {
+	if err := p.c.hang(ctx, "Release"); err != nil {
 		return err
 	}
-	return c.Cluster.Release(ctx, name)
+	return p.Person.Release(ctx, name)
 }
 
 func (c *crasher) Annotate(ctx context.Context, name, key, value string) error {
@@ -738,11 +747,19 @@ type submitLog struct {
 	cmds []string
 }
 
-func (s *submitLog) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
-	s.mu.Lock()
-	s.cmds = append(s.cmds, spec.Command)
-	s.mu.Unlock()
-	return s.Cluster.Submit(ctx, name, spec, annotations)
+func (s *submitLog) As(id identity.Identity) bot.Person { return submitLogPerson{s.Cluster.As(id), s} }
+
+// submitLogPerson is a submitLog's admin.
+type submitLogPerson struct {
+	bot.Person
+	s *submitLog
+}
+
+func (p submitLogPerson) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+	p.s.mu.Lock()
+	p.s.cmds = append(p.s.cmds, spec.Command)
+	p.s.mu.Unlock()
+	return p.Person.Submit(ctx, name, spec, annotations)
 }
 
 func (s *submitLog) commands() []string {
@@ -814,11 +831,19 @@ type stopOrder struct {
 	names []string
 }
 
-func (s *stopOrder) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
-	s.mu.Lock()
-	s.names = append(s.names, name)
-	s.mu.Unlock()
-	return s.Cluster.Stop(ctx, name, reason)
+func (s *stopOrder) As(id identity.Identity) bot.Person { return stopOrderPerson{s.Cluster.As(id), s} }
+
+// stopOrderPerson is a stopOrder's admin.
+type stopOrderPerson struct {
+	bot.Person
+	s *stopOrder
+}
+
+func (p stopOrderPerson) Stop(ctx context.Context, name string) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+	p.s.mu.Lock()
+	p.s.names = append(p.s.names, name)
+	p.s.mu.Unlock()
+	return p.Person.Stop(ctx, name)
 }
 
 // TestStopAllStopsWaitingJobsFirst: .k all stops the waiting job before

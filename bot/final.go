@@ -36,6 +36,9 @@ func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
 		return -1, false, preview.NotStopped
 	}
 	e := shelljob.EndOf(obj)
+	if e.NotApproved {
+		return e.ExitCode, e.Ran, preview.NotApproved
+	}
 	return e.ExitCode, e.Ran, preview.StopOf(e.Stop)
 }
 
@@ -59,6 +62,8 @@ func (r *run) deliver(ctx context.Context) {
 		var long *longoutput.Output
 		if ran {
 			output, long, note = r.finalOutput(ctx)
+		} else {
+			note, _ = workerNote(r.latest()) // why it never ran, if not for a stop
 		}
 		if note == "" {
 			note = r.endNoteText()

@@ -28,18 +28,28 @@ const hungStreamIdle = 2 * time.Second
 // agents mid-stream in both ways.)
 type hangingFiles struct {
 	bot.Cluster
-	agents atomic.Pointer[agenttest.Pods]
-	ended  chan error
+	// workers are the cluster's workers, set once it is up.
+	workers atomic.Pointer[workers]
+	ended   chan error
 
 	mu      sync.Mutex
 	resumes []func()
+}
+
+// workers are the agents of the worker pods, and the pods' namespace.
+type workers struct {
+	agents    *agenttest.Pods
+	namespace string
 }
 
 func newHangingFiles() *hangingFiles { return &hangingFiles{ended: make(chan error, 4)} }
 
 func (h *hangingFiles) pause(pod types.NamespacedName) func() {
 	return func() {
-		resume := h.agents.Load().Pause(pod)
+		w := h.workers.Load()
+		// The bot names a pod in its jobs' namespace; its kube.Cluster
+		// finds it in the workers'.
+		resume := w.agents.Pause(types.NamespacedName{Namespace: w.namespace, Name: pod.Name})
 		h.mu.Lock()
 		h.resumes = append(h.resumes, resume)
 		h.mu.Unlock()
@@ -87,7 +97,7 @@ func (h *hangingFiles) transferEnded(t *testing.T, what string) {
 func hungEnv(t *testing.T) (*env, *hangingFiles) {
 	h := newHangingFiles()
 	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
-	h.agents.Store(e.cluster.Agents)
+	h.workers.Store(&workers{agents: e.cluster.Agents, namespace: e.cluster.WorkerNamespace})
 	t.Cleanup(h.resume)
 	return e, h
 }

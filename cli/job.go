@@ -134,7 +134,7 @@ func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn f
 // stopJob asks the job to stop with reason User, as the chat's .k does
 // (shelljob.Stop).
 func (c *Cluster) stopJob(ctx context.Context, name string) (shelljob.StopOutcome, error) {
-	out, _, err := shelljob.Stop(ctx, jobPatcher{c.Jobs}, name, shellv1alpha1.StopReasonUser)
+	out, _, err := shelljob.Stop(ctx, jobPatcher{c.Jobs}, name, shellv1alpha1.StopReasonUser, "")
 	return out, err
 }
 

@@ -33,16 +33,16 @@ func (a *echoAgent) Follow(_ context.Context, pod types.NamespacedName, _ string
 func TestFollowRefusesAReplacedWorker(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
+	c := newCluster(t, ns)
+	agent := &echoAgent{}
+	c.Agent = agent
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shell-0"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.WorkerNamespace, Name: "shell-0"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "worker"}}},
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	agent := &echoAgent{}
-	c := newCluster(t, env.Config, ns)
-	c.Agent = agent
 	job := func(started time.Time) *shellv1alpha1.ShellJob {
 		return &shellv1alpha1.ShellJob{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j", UID: "uid-j"},

@@ -34,3 +34,27 @@ func KubernetesUser(j *shellv1alpha1.ShellJob) string {
 	}
 	return o.User
 }
+
+// SameCommand tells whether j is the job of a Telegram command whose job
+// would have spec: a job from Telegram with the same origin (its chat,
+// topic, message or guest query, its sender, and the Kubernetes user the
+// bot created it as) and the same command. Only the bot, acting for that
+// sender, can create a job that claims their Telegram origin (the chart's
+// origin admission policy), so such an object is the command's own, and
+// anything else under its name is not. A job of an older bot, which names
+// its sender by Telegram id alone (TelegramUser), is the command's when
+// that sender and the rest of its origin are.
+func SameCommand(j *shellv1alpha1.ShellJob, spec shellv1alpha1.ShellJobSpec) bool {
+	got, want := j.Spec.Origin, spec.Origin
+	if got.Source != shellv1alpha1.OriginTelegram || want.Source != shellv1alpha1.OriginTelegram || j.Spec.Command != spec.Command {
+		return false
+	}
+	if sender, ok := TelegramUser(j); !ok || sender != want.TelegramUser {
+		return false
+	}
+	if user := KubernetesUser(j); user != "" && user != want.User {
+		return false
+	}
+	got.User, got.TelegramUser, want.User, want.TelegramUser = "", 0, "", 0
+	return got == want
+}

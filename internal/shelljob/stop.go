@@ -66,17 +66,24 @@ type JobPatcher interface {
 
 // Stop asks the job named name to stop for reason, unless DecideStop says
 // there is nothing to do, and returns the outcome and the job as it is
-// now. The decision is made on a fresh read of the job, and the patch
-// carries its resource version: a stop that races with another fails with
-// a conflict and is decided again, so a stop's reason is never changed. A
-// job that is gone has ended.
-func Stop(ctx context.Context, jobs JobPatcher, name string, reason shellv1alpha1.StopReason) (StopOutcome, *shellv1alpha1.ShellJob, error) {
+// now. by, when set, names the stopper (spec.stopBy), who must be the
+// caller: the API server refuses any other name, and fills in the caller
+// itself where it can (Kubernetes 1.36 and later) when by is "". The
+// decision is made on a fresh read of the job, and the patch carries its
+// resource version: a stop that races with another fails with a conflict
+// and is decided again, so a stop's reason is never changed. A job that
+// is gone has ended.
+func Stop(ctx context.Context, jobs JobPatcher, name string, reason shellv1alpha1.StopReason, by string) (StopOutcome, *shellv1alpha1.ShellJob, error) {
 	var out StopOutcome
 	j, err := patchFresh(ctx, jobs, name, func(j *shellv1alpha1.ShellJob) map[string]any {
 		if out = DecideStop(j); out != StopSent && out != StopNotStarted {
 			return nil
 		}
-		return map[string]any{"stop": true, "stopReason": reason}
+		fields := map[string]any{"stop": true, "stopReason": reason}
+		if by != "" {
+			fields["stopBy"] = by
+		}
+		return fields
 	})
 	switch {
 	case errors.Is(err, errGone):

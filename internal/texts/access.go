@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/utf16text"
 )
 
 // Fair shares: a job whose author has as many jobs running on its pool as
@@ -137,4 +138,56 @@ func StoppedByNote(by string, code int) string {
 		return StoppedNote(code)
 	}
 	return fmt.Sprintf("⏹ Stopped by %s (exit %d).", by, code)
+}
+
+// Approvals in the chat: the bot's message that asks a pool's approvers
+// to decide on a job, under which Approve and Deny buttons sit until
+// someone does.
+
+// Buttons of an approval message.
+const (
+	ApproveButton = "✅ Approve"
+	DenyButton    = "⛔ Deny"
+)
+
+// ApprovalUndecided heads an approval message whose job ended before
+// anyone decided (its author stopped it, say).
+const ApprovalUndecided = "⏹ It ended before anyone decided."
+
+// messageUnits is what one Telegram message holds, in UTF-16 units.
+const messageUnits = 4096
+
+// ApprovalAsked is the message that asks for a decision on job #n, which
+// author wants to run on pool: "🔐 #3 waits for approval on pool
+// prod.\nbob asks to run:\n\nCOMMAND".
+func ApprovalAsked(n int64, pool, author, command string) string {
+	return approvalMessage(fmt.Sprintf("🔐 #%d waits for approval on pool %s.\n%s asks to run:", n, pool, author), command)
+}
+
+// ApprovalSettled is the approval message of job #n once it is settled,
+// headed by note (ApprovedNote, DeniedNote, the ExpiredNote of EndNote,
+// ApprovalUndecided): "⛔ Denied by dave.\n#3 on pool prod; bob asked to
+// run:\n\nCOMMAND".
+func ApprovalSettled(note string, n int64, pool, author, command string) string {
+	return approvalMessage(fmt.Sprintf("%s\n#%d on pool %s; %s asked to run:", note, n, pool, author), command)
+}
+
+// approvalMessage is head, a blank line and the command, cut to fit one
+// message (with "…" where it was cut).
+func approvalMessage(head, command string) string {
+	head += "\n\n"
+	room := messageUnits - utf16text.Len(head)
+	if utf16text.Len(command) > room {
+		command = utf16text.Head(command, room-utf16text.Len("…")) + "…"
+	}
+	return head + command
+}
+
+// ApprovedNote heads the approval message of an approved job: "✅
+// Approved by dave.".
+func ApprovedNote(by string) string { return "✅ " + sentence(Approved(by)) }
+
+// DecideFailed says that a decision on #n could not be recorded, and why.
+func DecideFailed(n int64, err error) string {
+	return fmt.Sprintf("Could not record the decision on #%d: %v", n, err)
 }

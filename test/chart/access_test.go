@@ -19,12 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/testenv"
 )
 
-const mutatingAdmissionPolicies = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
+const mutatingAdmissionPolicies = charttest.MutatingAdmissionPolicies
 
 // accessEnv is the chart of testdata/access.values.yaml on envtest's API
 // server, and its people: each client goes through the API server's real

@@ -3,7 +3,6 @@ package chart_test
 import (
 	"context"
 	"os"
-	"slices"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -14,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/testenv"
 )
 
@@ -39,38 +38,12 @@ func startAPIServer(t *testing.T) *testenv.Env {
 	return env
 }
 
-// installOrder creates Namespaces first and the ShellPools last, as helm
-// does.
-func installOrder(kind string) int {
-	switch kind {
-	case "Namespace":
-		return 0
-	case "ShellPool":
-		return 2
-	}
-	return 1
-}
-
 // install creates every object of the rendered chart on the API server,
 // refusing unknown fields.
 func install(t *testing.T, c client.Client, manifests []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, doc := range documents(t, manifests) {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("parse: %v\n%s", err, doc)
-		}
-		objs = append(objs, u)
-	}
-	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
-		return installOrder(a.GetKind()) - installOrder(b.GetKind())
-	})
-	for _, u := range objs {
-		if err := c.Create(context.Background(), u, client.FieldValidation("Strict")); err != nil {
-			t.Fatalf("create %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-		}
-	}
+	objs := charttest.Objects(t, manifests)
+	charttest.Create(t, c, objs)
 	return objs
 }
 

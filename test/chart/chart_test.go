@@ -1,14 +1,11 @@
 package chart_test
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/utils/ptr"
@@ -31,6 +27,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/identity"
 )
 
@@ -68,34 +65,10 @@ var valueSets = []valueSet{
 	{name: "access", files: []string{"testdata/access.values.yaml"}, workers: namespace + "-workers", bot: true, egress: "all"},
 }
 
-// helmBin is $HELM, else bin/helm. Without helm the chart tests skip,
-// except on CI (CI=true), where they fail.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("HELM"); p != "" {
-		return p
-	}
-	p := filepath.Join(rootDir, "bin", "helm")
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no helm at %s and HELM is not set: run the chart tests with `make unit`", p)
-		}
-		t.Skipf("no helm at %s and HELM is not set (make unit builds it)", p)
-	}
-	return p
-}
-
 // helmTemplate runs helm template on the chart, as release in namespace.
 func helmTemplate(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(helmBin(t), append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("helm template %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out, nil
+	return charttest.Template(t, namespace, args...)
 }
 
 func (vs valueSet) render(t *testing.T, extra ...string) []byte {
@@ -131,33 +104,7 @@ var decoder = func() runtime.Decoder {
 }()
 
 // documents splits a multi-document YAML stream, dropping empty documents.
-func documents(t *testing.T, data []byte) [][]byte {
-	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs
-		}
-		if err != nil {
-			t.Fatalf("split the manifests: %v", err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) > 0 {
-			docs = append(docs, doc)
-		}
-	}
-}
-
-func stripComments(doc []byte) []byte {
-	var b bytes.Buffer
-	for line := range bytes.Lines(doc) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			b.Write(line)
-		}
-	}
-	return b.Bytes()
-}
+func documents(t *testing.T, data []byte) [][]byte { return charttest.Documents(t, data) }
 
 // objects decodes every rendered document into its Go type.
 func objects(t *testing.T, data []byte) []runtime.Object {
@@ -462,6 +409,25 @@ func TestBot(t *testing.T) {
 		if env[name] != want {
 			t.Errorf("env %s=%q, want %q", name, env[name], want)
 		}
+	}
+	// -identities names the key of the identities ConfigMap where it is
+	// mounted.
+	var idFile string
+	for _, a := range c.Args {
+		if f, ok := strings.CutPrefix(a, "-identities="); ok {
+			idFile = f
+		}
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i >= 0 && pod.Volumes[i].ConfigMap != nil && pod.Volumes[i].ConfigMap.Name == "shelljob-bot-identities" &&
+			idFile == path.Join(m.MountPath, identity.Key) {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("-identities=%q is not the key %s of the ConfigMap shelljob-bot-identities where it is mounted (%+v)", idFile, identity.Key, c.VolumeMounts)
 	}
 	if i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }); i < 0 || pod.Volumes[i].Secret.SecretName != "telegram-credentials" {
 		t.Errorf("no volume of the Secret telegram-credentials in %+v", pod.Volumes)
