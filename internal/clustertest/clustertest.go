@@ -80,8 +80,8 @@ type Cluster struct {
 	// puts them elsewhere (Options.WorkersApart).
 	WorkerNamespace string
 
-	t        testing.TB
-	failed   sync.Map // pod UID -> true: its agent never started
+	t      testing.TB
+	failed sync.Map // pod UID -> true: its agent never started
 }
 
 // Start runs the operator on a namespace of its own, and a pool whose

@@ -66,16 +66,18 @@ func TestSameCommand(t *testing.T) {
 		"its own, with its status and its mode": {with(func(s *shellv1alpha1.ShellJobSpec) { s.Mode = shellv1alpha1.ModeStateful }), true},
 		"an older bot's job of the same sender": {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User, s.Origin.TelegramUser = "111", 0 }), true},
 		"another command":                       {with(func(s *shellv1alpha1.ShellJobSpec) { s.Command = "echo squatted" }), false},
-		"a CLI job of the same command":         {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin = shellv1alpha1.ShellJobOrigin{Source: cli, User: "carol"} }), false},
-		"a CLI job that copies the origin":      {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Source = cli }), false},
-		"another sender":                        {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.TelegramUser = 222 }), false},
-		"another identity of the sender":        {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User = "carol" }), false},
-		"an older bot's job of another sender":  {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User, s.Origin.TelegramUser = "222", 0 }), false},
-		"another chat":                          {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Chat = -1002 }), false},
-		"another message":                       {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Message = 43 }), false},
-		"another topic":                         {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Topic = 0 }), false},
-		"a guest query":                         {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.GuestQuery = "5" }), false},
-		"a Telegram job that names no one":      {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User, s.Origin.TelegramUser = "", 0 }), false},
+		"a CLI job of the same command": {with(func(s *shellv1alpha1.ShellJobSpec) {
+			s.Origin = shellv1alpha1.ShellJobOrigin{Source: cli, User: "carol"}
+		}), false},
+		"a CLI job that copies the origin":     {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Source = cli }), false},
+		"another sender":                       {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.TelegramUser = 222 }), false},
+		"another identity of the sender":       {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User = "carol" }), false},
+		"an older bot's job of another sender": {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User, s.Origin.TelegramUser = "222", 0 }), false},
+		"another chat":                         {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Chat = -1002 }), false},
+		"another message":                      {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Message = 43 }), false},
+		"another topic":                        {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.Topic = 0 }), false},
+		"a guest query":                        {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.GuestQuery = "5" }), false},
+		"a Telegram job that names no one":     {with(func(s *shellv1alpha1.ShellJobSpec) { s.Origin.User, s.Origin.TelegramUser = "", 0 }), false},
 	}
 	for name, tc := range cases {
 		if got := shelljob.SameCommand(tc.j, spec); got != tc.want {
