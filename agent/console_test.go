@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,30 +42,35 @@ type attachment struct {
 	cmd    *exec.Cmd
 	ended  chan struct{}
 	code   int
+	// reading is held while the screen is not read (stall).
+	reading sync.Mutex
 }
 
-// attach runs the attach subcommand of job id on a new pseudo-terminal
-// of rows×cols, its controlling terminal.
-func (d *daemon) attach(t *testing.T, id string, rows, cols uint16) *attachment {
+// attach runs the attach subcommand of job id, with args, on a new
+// pseudo-terminal of rows×cols, its controlling terminal.
+func (d *daemon) attach(t *testing.T, id string, rows, cols uint16, args ...string) *attachment {
 	t.Helper()
-	master, slave, err := pty.Open()
+	a := &attachment{t: t, screen: &utiltesting.SyncBuffer{}, ended: make(chan struct{})}
+	a.cmd = agenttest.Command(append([]string{"attach", "--spool-dir", d.dir, "--job", id}, args...)...)
+	master, err := agenttest.StartOnTerminal(a.cmd, rows, cols)
 	if err != nil {
 		t.Skipf("no pseudo-terminal here: %v", err)
 	}
+	a.master = master
 	t.Cleanup(func() { master.Close() })
-	if err := pty.SetSize(master, rows, cols); err != nil {
-		t.Fatal(err)
-	}
-	a := &attachment{t: t, master: master, screen: &utiltesting.SyncBuffer{}, ended: make(chan struct{})}
-	a.cmd = agenttest.Command("attach", "--spool-dir", d.dir, "--job", id)
-	a.cmd.Stdin, a.cmd.Stdout, a.cmd.Stderr = slave, slave, slave
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
 	t.Cleanup(a.kill)
-	go func() { _, _ = io.Copy(a.screen, master) }()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := master.Read(buf)
+			a.reading.Lock()
+			a.screen.Write(buf[:n])
+			a.reading.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
 	go func() {
 		err := a.cmd.Wait()
 		a.code = a.cmd.ProcessState.ExitCode()
@@ -79,6 +85,14 @@ func (d *daemon) attach(t *testing.T, id string, rows, cols uint16) *attachment 
 func (a *attachment) kill() {
 	_ = a.cmd.Process.Kill()
 	<-a.ended
+}
+
+// stall stops reading the screen, as a runtime that keeps a cut exec's
+// terminal open and reads it no more: once its buffers are full, the
+// attach's writes to it block.
+func (a *attachment) stall() {
+	a.reading.Lock()
+	a.t.Cleanup(a.reading.Unlock)
 }
 
 // typeLine types line and Enter.
@@ -297,3 +311,98 @@ func TestConsoleOneAttachAtATime(t *testing.T) {
 		t.Errorf("the first attach: %v", err)
 	}
 }
+
+// TestConsoleHangup: a hangup of its attach's session ends an attached
+// console whose attach never learns that its exec was cut, as under a
+// runtime that keeps a cut TTY exec's terminal open and reads it no more,
+// so that the attach is stuck writing to it: the attach's process is
+// killed, the console ends of the hangup, and nothing of its user is
+// left. A new attach right after it is not refused, but gets the
+// console's end; a hangup again, of the session or of none, does nothing.
+func TestConsoleHangup(t *testing.T) {
+	d, _ := isolated(t)
+	d.startConsole("cut", consoleShell)
+	a := d.attach(t, "cut", 24, 80, "--session=s1")
+	a.waitScreen("READY> ")
+	uid := d.uidOf("cut")
+	a.typeLine("sleep 1000 &!; print started")
+	a.waitScreen("started")
+	a.stall()
+	// More output than the terminal and the socket hold: the attach is
+	// stuck writing it.
+	a.typeLine("print -l {1..200000}; print printed")
+	d.waitOutput("cut", "\nprinted")
+
+	if err := d.c.Hangup(ctxFor(t, waitShort), "cut", "s1"); err != nil {
+		t.Fatalf("hangup: %v", err)
+	}
+	again := d.attach(t, "cut", 24, 80, "--session=s2")
+	a.exitCode()
+	if ws := a.cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the stuck attach ended with %v, want killed", a.cmd.ProcessState)
+	}
+	got := code(t, d.exited("cut"))
+	if !hungUp(got) {
+		t.Errorf("the console ended with %d, not of a hangup", got)
+	}
+	if code := again.exitCode(); code != got {
+		t.Errorf("the attach after the hangup exited %d, want the console's %d; screen:\n%q", code, got, tail(again.screen.String()))
+	}
+	if left := userProcesses(uid); len(left) > 0 {
+		t.Errorf("processes %v of the console's user %d are left", left, uid)
+	}
+	for _, session := range []string{"s1", ""} {
+		if err := d.c.Hangup(ctxFor(t, waitShort), "cut", session); err != nil {
+			t.Errorf("hangup %q of the ended console: %v", session, err)
+		}
+	}
+}
+
+// TestConsoleHangupOfAnotherAttach: a hangup that names an attach that is
+// not the console's (one refused as a second attach) leaves the console
+// and its attach alone; one of no session hangs the console up, whatever
+// its attach; a job that is no console is refused and left alone, by the
+// client as by the subcommand.
+func TestConsoleHangupOfAnotherAttach(t *testing.T) {
+	d := startDaemon(t)
+	d.startConsole("live", consoleShell)
+	a := d.attach(t, "live", 24, 80, "--session=mine")
+	a.waitScreen("READY> ")
+	second := agenttest.Command("attach", "--spool-dir", d.dir, "--job", "live", "--session=second")
+	if out, err := second.CombinedOutput(); second.ProcessState.ExitCode() != agentapi.ExitAttached {
+		t.Fatalf("a second attach: %v, %q; want it refused", err, out)
+	}
+	if err := d.c.Hangup(ctxFor(t, waitShort), "live", "second"); err != nil {
+		t.Errorf("hangup of the refused attach: %v", err)
+	}
+	a.typeLine("print still=$((6*7))")
+	a.waitScreen("still=42")
+
+	d.start("plain", "sleep 1000", false)
+	if err := d.c.Hangup(ctxFor(t, waitShort), "plain", ""); err == nil || !strings.Contains(err.Error(), "no console") {
+		t.Errorf("hangup of a Fork job: %v, want it refused", err)
+	}
+	cmd := agenttest.Command("hangup", "--spool-dir", d.dir, "--job", "plain")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "no console") {
+		t.Errorf("the hangup subcommand on a Fork job: %v, %q; want exit 1", err, out)
+	}
+	d.stillRunning("plain", time.Second)
+	if err := d.c.Hangup(ctxFor(t, waitShort), "none", ""); !errors.Is(err, agentapi.ErrUnknownJob) {
+		t.Errorf("hangup of no job: %v, want ErrUnknownJob", err)
+	}
+
+	cmd = agenttest.Command("hangup", "--spool-dir", d.dir, "--job", "live")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the hangup subcommand: %v, %q", err, out)
+	}
+	if got := code(t, d.exited("live")); !hungUp(got) {
+		t.Errorf("the console ended with %d, not of a hangup", got)
+	}
+	a.exitCode()
+	if ws := a.cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the console's attach ended with %v, want killed", a.cmd.ProcessState)
+	}
+}
+
+// tail is the end of a screen, for a message.
+func tail(screen string) string { return screen[max(0, len(screen)-512):] }

@@ -330,6 +330,10 @@ func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.W
 // TestRealAgentSpoolRoom's.
 func (a *fakeAgent) Delivered(context.Context, types.NamespacedName, string) error { return nil }
 
+func (a *fakeAgent) Hangup(context.Context, types.NamespacedName, string, string) error {
+	return errors.New("fake agent: Hangup is not used by the operator's controllers")
+}
+
 var _ agentapi.Client = &fakeAgent{}
 
 // command is the command that the job's Start gave the agent, "" if none.

@@ -187,6 +187,10 @@ func (a errAgent) Delivered(context.Context, types.NamespacedName, string) error
 	return a.err
 }
 
+func (a errAgent) Hangup(context.Context, types.NamespacedName, string, string) error {
+	return a.err
+}
+
 // TestAgentExecErrors: each failed call counts once under its
 // subcommand; a call that succeeded, or that the operator canceled, does
 // not count, and one that ran out of time does.

@@ -35,7 +35,8 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent delivered --job J      J was delivered: its spool may go for room
        shelljob-agent ping                   exit 0 once the daemon answers
        shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
-       shelljob-agent attach --job J         a terminal on the console J; exits with its status
+       shelljob-agent attach --job J [--session S]   a terminal on the console J; exits with its status
+       shelljob-agent hangup --job J [--session S]   hang the console J up, and end its attach (S's alone)
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -59,6 +60,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdPing:     ping,
 		agentapi.CmdControl:  control,
 		agentapi.CmdAttach:   attach,
+		agentapi.CmdHangup:   hangup,
 		agentapi.CmdDelivered: func(e *env, args []string) error {
 			return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error { return c.Delivered(ctx, job) })
 		},
@@ -429,6 +431,18 @@ func control(e *env, args []string) error {
 	ctx, cancel := e.context(false)
 	defer cancel()
 	return c.Control(ctx, e.stdin, e.stdout, agent.ControlOptions{Events: !*noEvents, Keepalive: *keepalive})
+}
+
+func hangup(e *env, args []string) error {
+	fs := e.jobFlags()
+	session := fs.String("session", "", "hang up only if the attach on the console is this one")
+	c, err := e.parseJob(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.Hangup(ctx, e.job, *session)
 }
 
 func putFiles(e *env, args []string) error {

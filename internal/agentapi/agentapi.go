@@ -58,12 +58,15 @@ const (
 // Version 2 added the control subcommand and follow's AwaitStart.
 //
 // Within version 2, later agents added the delivered subcommand (and its
-// control operation), EventWorker, and consoles: StartRequest.Console and
-// the attach subcommand. They need no new version: a caller drops an event
-// type it does not know, and an older agent answers the subcommand with
-// ExitUsage, and the operation with an error. An older agent runs a
-// Console job's command as a Fork job's, without a terminal, and refuses
-// its attach.
+// control operation), EventWorker, consoles (StartRequest.Console and the
+// attach subcommand), and then the hangup subcommand (and its control
+// operation) with attach's FlagSession. They need no new version: a
+// caller drops an event type it does not know, and an older agent answers
+// the subcommand with ExitUsage, and the operation with an error that
+// wraps ErrUsage. An older agent runs a Console job's command as a Fork
+// job's, without a terminal, and refuses its attach; one that has attach
+// but not hangup refuses an attach with FlagSession too (no such agent
+// was released).
 const ProtocolVersion = 2
 
 // Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
@@ -82,14 +85,22 @@ const ProtocolVersion = 2
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //	delivered  --job; the job's output and files were delivered to their
 //	           reader: its spool may go once the worker needs the room.
-//	attach     --job; run with a terminal (the exec's TTY): relays the
-//	           terminal to the console of the Console job J, from its
-//	           start, and its size at each SIGWINCH, until the console
-//	           ends; exits with the exit status of its command. It waits
-//	           up to AttachStartWait for the job to start. An attach that
-//	           ends first (its stdin closed, the exec cut) hangs the
+//	attach     --job [--session]; run with a terminal (the exec's TTY):
+//	           relays the terminal to the console of the Console job J,
+//	           from its start, and its size at each SIGWINCH, until the
+//	           console ends; exits with the exit status of its command. It
+//	           waits up to AttachStartWait for the job to start. An attach
+//	           that ends first (its stdin closed, the exec cut) hangs the
 //	           console up. A second attach while one is on fails with
-//	           ExitAttached.
+//	           ExitAttached. --session names the attach, for hangup.
+//	hangup     --job [--session]; hangs up the console of the Console job
+//	           J, as the end of its attach does, and ends that attach
+//	           (its process is killed): with --session, only if the attach
+//	           on the console is the one of that name. The container
+//	           runtime need not tell an attach that its exec was cut (it
+//	           may keep a TTY exec's stdin and terminal open), so whoever
+//	           carried the exec says so. It does nothing to a console that
+//	           has ended, and fails for a job that is no console.
 //	control    the warm control channel: stdin: ControlRequest JSON lines;
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
@@ -112,6 +123,9 @@ const (
 	// CmdDelivered is the delivered subcommand, and the control operation
 	// of the same name (ControlRequest.Job).
 	CmdDelivered = "delivered"
+	// CmdHangup is the hangup subcommand, and the control operation of the
+	// same name (ControlRequest.Job and Session).
+	CmdHangup = "hangup"
 )
 
 // Timings of consoles.
@@ -150,6 +164,10 @@ const (
 	// FlagNoEvents makes control carry answers only: a reader's channel,
 	// which follows output and needs no events.
 	FlagNoEvents = "--no-events"
+	// FlagSession names an attach, so that a hangup of that name ends it
+	// and no other: the stream API names each attach it carries. A name
+	// is as a job's: letters, digits, '.', '_' and '-', at most 128.
+	FlagSession = "--session"
 )
 
 // Exit codes of the subcommands, beyond 0 (done) and 1 (any other error).
@@ -401,19 +419,30 @@ type Client interface {
 	// idempotent. An agent older than it fails with an error that wraps
 	// ErrUsage.
 	Delivered(ctx context.Context, pod types.NamespacedName, job string) error
+	// Hangup hangs up the console of Console job, as the end of its attach
+	// does, and ends that attach: with a session, only if the attach on
+	// the console is session's (FlagSession). It is idempotent, and does
+	// nothing to a console that has ended; a job that is no console is an
+	// error. An agent older than it fails with an error that wraps
+	// ErrUsage.
+	Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error
 }
 
 // ControlRequest is one line on the control channel's stdin, answered by
-// the ControlMessages with the same ID: a start, a signal or a delivered,
-// answered once (an empty answer for delivered); a follow, answered by its stream; or the cancel of a follow (ID is
-// the follow's), not answered.
+// the ControlMessages with the same ID: a start, a signal, a delivered or
+// a hangup, answered once (an empty answer for delivered and hangup); a
+// follow, answered by its stream; or the cancel of a follow (ID is the
+// follow's), not answered.
 type ControlRequest struct {
 	ID uint64 `json:"id"`
-	// Op is CmdStart, CmdSignal, CmdDelivered, CmdFollow or OpCancel.
+	// Op is CmdStart, CmdSignal, CmdDelivered, CmdHangup, CmdFollow or
+	// OpCancel.
 	Op     string        `json:"op"`
 	Start  *StartRequest `json:"start,omitempty"`
 	Job    string        `json:"job,omitempty"`
 	Signal Signal        `json:"signal,omitempty"`
+	// Session is a hangup's, as hangup's FlagSession.
+	Session string `json:"session,omitempty"`
 	// Offset is a follow's, as follow's --offset (AwaitStart included).
 	Offset int64 `json:"offset,omitempty"`
 	// Text asks a follow for the job's final text stream, as follow's

@@ -258,15 +258,31 @@ func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job strin
 
 // Delivered implements agentapi.Client.
 func (c *Client) Delivered(ctx context.Context, pod types.NamespacedName, job string) error {
-	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdDelivered, Job: job}); ok {
+	return c.do(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdDelivered, Job: job}, flag(agentapi.FlagJob, job))
+}
+
+// Hangup implements agentapi.Client.
+func (c *Client) Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error {
+	args := []string{flag(agentapi.FlagJob, job)}
+	if session != "" {
+		args = append(args, flag(agentapi.FlagSession, session))
+	}
+	return c.do(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdHangup, Job: job, Session: session}, args...)
+}
+
+// do makes req, whose answer is empty, over the pod's channel, or through
+// an exec of its subcommand with args.
+func (c *Client) do(ctx context.Context, pod types.NamespacedName, req agentapi.ControlRequest, args ...string) error {
+	if m, ok, err := c.viaChannel(ctx, pod, req); ok {
 		if err != nil && m.Code == 1 && strings.HasPrefix(m.Error, "unknown control operation") {
-			// An agent older than the operation, whose exec would not
-			// know the subcommand either.
+			// An agent older than the delivered operation, which answered
+			// any it did not know so; its exec would not know the
+			// subcommand either.
 			return fmt.Errorf("%w: %w", err, agentapi.ErrUsage)
 		}
 		return err
 	}
-	return c.exec(ctx, pod, argv(agentapi.CmdDelivered, flag(agentapi.FlagJob, job)), nil, io.Discard)
+	return c.exec(ctx, pod, argv(req.Op, args...), nil, io.Discard)
 }
 
 // stream execs a long-lived subcommand whose stdout read consumes. Its
