@@ -77,12 +77,12 @@ type attachment struct {
 	process *os.Process
 }
 
-// end cuts the attach: its connection, and its process if it has one.
+// end cuts the attach: its process if it has one, then its connection.
 func (a *attachment) end() {
-	a.conn.Close()
 	if a.process != nil {
 		_ = a.process.Kill()
 	}
+	a.conn.Close()
 	a.drop()
 }
 

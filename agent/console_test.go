@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,103 +29,17 @@ func (d *daemon) startConsole(id, command string) agentapi.StartResponse {
 	return resp
 }
 
-// attachment is the attach subcommand run on a terminal of the test's, as
-// a TTY exec runs it in a worker pod: the test types into the master and
-// reads the screen from it.
-type attachment struct {
-	t      *testing.T
-	master *os.File
-	screen *utiltesting.SyncBuffer
-	cmd    *exec.Cmd
-	ended  chan struct{}
-	code   int
-	// reading is held while the screen is not read (stall).
-	reading sync.Mutex
-}
-
-// attach runs the attach subcommand of job id, with args, on a new
-// pseudo-terminal of rows×cols, its controlling terminal.
-func (d *daemon) attach(t *testing.T, id string, rows, cols uint16, args ...string) *attachment {
+// attach runs the attach subcommand of job id, with args, on a
+// terminal of rows×cols.
+func (d *daemon) attach(t *testing.T, id string, rows, cols uint16, args ...string) *agenttest.Attachment {
 	t.Helper()
-	a := &attachment{t: t, screen: &utiltesting.SyncBuffer{}, ended: make(chan struct{})}
-	a.cmd = agenttest.Command(append([]string{"attach", "--spool-dir", d.dir, "--job", id}, args...)...)
-	master, err := agenttest.StartOnTerminal(a.cmd, rows, cols)
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	a.master = master
-	t.Cleanup(func() { master.Close() })
-	t.Cleanup(a.kill)
-	go func() {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := master.Read(buf)
-			a.reading.Lock()
-			a.screen.Write(buf[:n])
-			a.reading.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		err := a.cmd.Wait()
-		a.code = a.cmd.ProcessState.ExitCode()
-		if err != nil && a.code < 0 {
-			a.code = -1
-		}
-		close(a.ended)
-	}()
-	return a
-}
-
-func (a *attachment) kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.ended
-}
-
-// stall stops reading the screen, as a runtime that keeps a cut exec's
-// terminal open and reads it no more: once its buffers are full, the
-// attach's writes to it block.
-func (a *attachment) stall() {
-	a.reading.Lock()
-	a.t.Cleanup(a.reading.Unlock)
-}
-
-// typeLine types line and Enter.
-func (a *attachment) typeLine(line string) {
-	a.t.Helper()
-	if _, err := io.WriteString(a.master, line+"\r"); err != nil {
-		a.t.Fatalf("type %q: %v", line, err)
-	}
-}
-
-// waitScreen waits until the screen matches re, and returns the match.
-func (a *attachment) waitScreen(re string) []string {
-	a.t.Helper()
-	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(waitLong)
-	for {
-		if m := rx.FindStringSubmatch(a.screen.String()); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("the screen never showed %q:\n%q", re, a.screen.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return agenttest.Attach(t, d.dir, id, rows, cols, args...)
 }
 
 // exitCode waits for the attach to end and returns its exit code.
-func (a *attachment) exitCode() int {
-	a.t.Helper()
-	select {
-	case <-a.ended:
-		return a.code
-	case <-time.After(waitLong):
-		a.t.Fatalf("the attach did not end; screen:\n%q", a.screen.String())
-		return 0
-	}
+func exitCode(t *testing.T, a *agenttest.Attachment) int {
+	t.Helper()
+	return a.Wait().ExitCode()
 }
 
 // TestConsole: a console runs its shell on a terminal that is its user's,
@@ -142,10 +53,10 @@ func TestConsole(t *testing.T) {
 			d, _ := isolated(t, mode.flags...)
 			d.startConsole("c", consoleShell)
 			a := d.attach(t, "c", 30, 100)
-			a.waitScreen("READY> ")
+			a.WaitScreen("READY> ")
 			uid := d.uidOf("c")
-			a.typeLine(`print answer=$((6*7)) uid=$(id -u) tty=$(stat -c %u $TTY) size=$(stty size | tr ' ' x)`)
-			m := a.waitScreen(`answer=42 uid=(\d+) tty=(\d+) size=(\S+)`)
+			a.TypeLine(`print answer=$((6*7)) uid=$(id -u) tty=$(stat -c %u $TTY) size=$(stty size | tr ' ' x)`)
+			m := a.WaitScreen(`answer=42 uid=(\d+) tty=(\d+) size=(\S+)`)
 			if m[1] != strconv.Itoa(uid) || m[2] != m[1] || uid == 0 {
 				t.Errorf("the shell runs as %s on a terminal of %s; want the job's user %d for both", m[1], m[2], uid)
 			}
@@ -154,20 +65,20 @@ func TestConsole(t *testing.T) {
 			}
 			// The resize reaches the attach as SIGWINCH, which sends it on;
 			// the shell is asked until it has it.
-			if err := pty.SetSize(a.master, 40, 140); err != nil {
+			if err := pty.SetSize(a.Master, 40, 140); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(waitLong)
-			for n := 0; !strings.Contains(a.screen.String(), "resized=40x140"); n++ {
+			for n := 0; !strings.Contains(a.Screen.String(), "resized=40x140"); n++ {
 				if time.Now().After(deadline) {
-					t.Fatalf("the shell never saw the new size:\n%q", a.screen.String())
+					t.Fatalf("the shell never saw the new size:\n%q", a.Screen.String())
 				}
-				a.typeLine(fmt.Sprintf(`print resized=$(stty size | tr ' ' x) try=%d`, n))
-				a.waitScreen(fmt.Sprintf(`resized=\S+ try=%d`, n))
+				a.TypeLine(fmt.Sprintf(`print resized=$(stty size | tr ' ' x) try=%d`, n))
+				a.WaitScreen(fmt.Sprintf(`resized=\S+ try=%d`, n))
 			}
-			a.typeLine("exit 3")
-			if code := a.exitCode(); code != 3 {
-				t.Errorf("the attach exited %d, want the shell's 3; screen:\n%q", code, a.screen.String())
+			a.TypeLine("exit 3")
+			if code := exitCode(t, a); code != 3 {
+				t.Errorf("the attach exited %d, want the shell's 3; screen:\n%q", code, a.Screen.String())
 			}
 			if got := code(t, d.exited("c")); got != 3 {
 				t.Errorf("the console ended with %d, want 3", got)
@@ -190,14 +101,14 @@ func TestConsoleHungUpWhenTheAttachEnds(t *testing.T) {
 	d, _ := isolated(t)
 	d.startConsole("cut", consoleShell)
 	a := d.attach(t, "cut", 24, 80)
-	a.waitScreen("READY> ")
-	a.typeLine("sleep 1000 &!; print started")
-	a.waitScreen("started")
-	a.master.Close()
+	a.WaitScreen("READY> ")
+	a.TypeLine("sleep 1000 &!; print started")
+	a.WaitScreen("started")
+	a.Master.Close()
 	if got := code(t, d.exited("cut")); !hungUp(got) {
 		t.Errorf("the console ended with %d, not of a hangup", got)
 	}
-	a.exitCode()
+	exitCode(t, a)
 	if uid := d.uidOf("cut"); len(userProcesses(uid)) > 0 {
 		t.Errorf("processes %v of the console's user %d are left", userProcesses(uid), uid)
 	}
@@ -323,30 +234,29 @@ func TestConsoleHangup(t *testing.T) {
 	d, _ := isolated(t)
 	d.startConsole("cut", consoleShell)
 	a := d.attach(t, "cut", 24, 80, "--session=s1")
-	a.waitScreen("READY> ")
+	a.WaitScreen("READY> ")
 	uid := d.uidOf("cut")
-	a.typeLine("sleep 1000 &!; print started")
-	a.waitScreen("started")
-	a.stall()
+	a.TypeLine("sleep 1000 &!; print started")
+	a.WaitScreen("started")
+	a.Stall()
 	// More output than the terminal and the socket hold: the attach is
 	// stuck writing it.
-	a.typeLine("print -l {1..200000}; print printed")
+	a.TypeLine("print -l {1..200000}; print printed")
 	d.waitOutput("cut", "\nprinted")
 
 	if err := d.c.Hangup(ctxFor(t, waitShort), "cut", "s1"); err != nil {
 		t.Fatalf("hangup: %v", err)
 	}
 	again := d.attach(t, "cut", 24, 80, "--session=s2")
-	a.exitCode()
-	if ws := a.cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGKILL {
-		t.Errorf("the stuck attach ended with %v, want killed", a.cmd.ProcessState)
+	if !a.Killed() {
+		t.Errorf("the stuck attach ended with %v, want killed", a.Cmd.ProcessState)
 	}
 	got := code(t, d.exited("cut"))
 	if !hungUp(got) {
 		t.Errorf("the console ended with %d, not of a hangup", got)
 	}
-	if code := again.exitCode(); code != got {
-		t.Errorf("the attach after the hangup exited %d, want the console's %d; screen:\n%q", code, got, tail(again.screen.String()))
+	if code := exitCode(t, again); code != got {
+		t.Errorf("the attach after the hangup exited %d, want the console's %d; screen:\n%q", code, got, tail(again.Screen.String()))
 	}
 	if left := userProcesses(uid); len(left) > 0 {
 		t.Errorf("processes %v of the console's user %d are left", left, uid)
@@ -367,7 +277,7 @@ func TestConsoleHangupOfAnotherAttach(t *testing.T) {
 	d := startDaemon(t)
 	d.startConsole("live", consoleShell)
 	a := d.attach(t, "live", 24, 80, "--session=mine")
-	a.waitScreen("READY> ")
+	a.WaitScreen("READY> ")
 	second := agenttest.Command("attach", "--spool-dir", d.dir, "--job", "live", "--session=second")
 	if out, err := second.CombinedOutput(); second.ProcessState.ExitCode() != agentapi.ExitAttached {
 		t.Fatalf("a second attach: %v, %q; want it refused", err, out)
@@ -375,8 +285,8 @@ func TestConsoleHangupOfAnotherAttach(t *testing.T) {
 	if err := d.c.Hangup(ctxFor(t, waitShort), "live", "second"); err != nil {
 		t.Errorf("hangup of the refused attach: %v", err)
 	}
-	a.typeLine("print still=$((6*7))")
-	a.waitScreen("still=42")
+	a.TypeLine("print still=$((6*7))")
+	a.WaitScreen("still=42")
 
 	d.start("plain", "sleep 1000", false)
 	if err := d.c.Hangup(ctxFor(t, waitShort), "plain", ""); err == nil || !strings.Contains(err.Error(), "no console") {
@@ -398,9 +308,8 @@ func TestConsoleHangupOfAnotherAttach(t *testing.T) {
 	if got := code(t, d.exited("live")); !hungUp(got) {
 		t.Errorf("the console ended with %d, not of a hangup", got)
 	}
-	a.exitCode()
-	if ws := a.cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGKILL {
-		t.Errorf("the console's attach ended with %v, want killed", a.cmd.ProcessState)
+	if !a.Killed() {
+		t.Errorf("the console's attach ended with %v, want killed", a.Cmd.ProcessState)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"shelljob.dev/shelljob/agent"
 	"shelljob.dev/shelljob/agent/cli"
-	"shelljob.dev/shelljob/agent/pty"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -271,31 +270,4 @@ func PlainCommand(n int) (cmd, out string) { return echoPadded("", n) }
 func echoPadded(prefix string, n int) (cmd, out string) {
 	arg := strings.Repeat("x", n-len(prefix)-len("echo "))
 	return prefix + "echo " + arg, arg + "\n"
-}
-
-// StartOnTerminal starts cmd on a new pseudo-terminal, its standard
-// streams and its controlling terminal, as a TTY exec runs its command,
-// and returns the terminal's master. The terminal is rows×cols, unless
-// both are 0.
-func StartOnTerminal(cmd *exec.Cmd, rows, cols uint16) (*os.File, error) {
-	master, slave, err := pty.Open()
-	if err != nil {
-		return nil, err
-	}
-	// The command holds the slave once it runs: the master reads EIO once
-	// the last of its holders has closed it.
-	defer slave.Close()
-	if rows > 0 || cols > 0 {
-		if err := pty.SetSize(master, rows, cols); err != nil {
-			master.Close()
-			return nil, err
-		}
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := cmd.Start(); err != nil {
-		master.Close()
-		return nil, err
-	}
-	return master, nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
@@ -383,5 +384,66 @@ func TestDelivered(t *testing.T) {
 	old.refuse = map[string]int{agentapi.CmdDelivered: agentapi.ExitUsage}
 	if err := newClient(t, oldSrv.URL, Options{}).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
 		t.Errorf("delivered on an older agent: %v, want ErrUsage", err)
+	}
+}
+
+// TestHangup: a hangup goes over the warm channel while it is up, through
+// an exec of its own otherwise, with its session either way: one that
+// names another attach leaves the console and its attach alone, one that
+// names its attach kills that attach and hangs the console up. A job
+// that is no console is refused; an agent older than the hangup answers
+// ErrUsage.
+func TestHangup(t *testing.T) {
+	dir := startDaemon(t)
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	warm := newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	events := runEvents(ctx, warm)
+	events.waitSynced(t)
+	cold := newClient(t, srv.URL, Options{})
+	if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: "plain", Command: "sleep 1000"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		// execs is how many hangup execs each call makes.
+		execs int
+	}{{"over the channel", warm, 0}, {"through an exec", cold, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: agenttest.ConsoleShell, Console: true}); err != nil {
+				t.Fatal(err)
+			}
+			a := agenttest.Attach(t, dir, job, 24, 80, agentapi.FlagSession+"=mine")
+			a.WaitScreen("READY> ")
+			before := count(f.ran(), agentapi.CmdHangup)
+			if err := tc.c.Hangup(ctx, pod, job, "another"); err != nil {
+				t.Fatalf("hangup of another attach: %v", err)
+			}
+			a.TypeLine("print still=$((6*7))")
+			a.WaitScreen("still=42")
+			if err := tc.c.Hangup(ctx, pod, job, "mine"); err != nil {
+				t.Fatalf("hangup of the attach: %v", err)
+			}
+			if !a.Killed() {
+				t.Errorf("the attach ended with %v, want killed", a.Cmd.ProcessState)
+			}
+			if code := *events.exited(t, job).ExitCode; code != 1 && code != 129 {
+				t.Errorf("the console ended with %d, not of a hangup", code)
+			}
+			if n := count(f.ran(), agentapi.CmdHangup) - before; n != 2*tc.execs {
+				t.Errorf("%d hangup execs, want %d", n, 2*tc.execs)
+			}
+			if err := tc.c.Hangup(ctx, pod, "plain", ""); err == nil || !strings.Contains(err.Error(), "no console") {
+				t.Errorf("hangup of a Fork job: %v, want it refused", err)
+			}
+		})
+	}
+	oldSrv, old := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	old.refuse = map[string]int{agentapi.CmdHangup: agentapi.ExitUsage}
+	if err := newClient(t, oldSrv.URL, Options{}).Hangup(ctx, pod, "plain", ""); !errors.Is(err, agentapi.ErrUsage) {
+		t.Errorf("hangup on an older agent: %v, want ErrUsage", err)
 	}
 }
