@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
@@ -26,6 +28,7 @@ import (
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/streamapi"
 	"shelljob.dev/shelljob/internal/testenv"
@@ -52,9 +55,13 @@ type Replica struct {
 	// front is the Service's address, backend the ready replica's.
 	front   string
 	backend atomic.Pointer[string]
+	// agents are the cluster's, as the replica reaches them.
+	agents *hangups
 
 	mu   sync.Mutex
 	stop func()
+	// conns are the connections the Service forwards.
+	conns map[net.Conn]bool
 }
 
 // Options configure a Replica.
@@ -67,7 +74,7 @@ type Options struct {
 // answers.
 func Start(t testing.TB, env *testenv.Env, c *clustertest.Cluster, o Options) *Replica {
 	t.Helper()
-	r := &Replica{t: t, env: env, cluster: c, opts: o, certDir: t.TempDir()}
+	r := &Replica{t: t, env: env, cluster: c, opts: o, certDir: t.TempDir(), agents: &hangups{Client: c.Agents}}
 	crt, key, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +117,17 @@ func (r *Replica) serveFront() {
 // there is none.
 func (r *Replica) forward(conn net.Conn) {
 	defer conn.Close()
+	r.mu.Lock()
+	if r.conns == nil {
+		r.conns = map[net.Conn]bool{}
+	}
+	r.conns[conn] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.conns, conn)
+		r.mu.Unlock()
+	}()
 	addr := r.backend.Load()
 	if addr == nil {
 		return
@@ -154,7 +172,7 @@ func (r *Replica) start() {
 		Namespace:      r.cluster.Namespace,
 		Cache:          mgr.GetCache(),
 		APIReader:      mgr.GetAPIReader(),
-		Agent:          r.cluster.Agents,
+		Agent:          r.agents,
 		Config:         r.env.Config,
 		ShutdownDelay:  -1,
 		Keepalive:      r.opts.Keepalive,
@@ -235,6 +253,16 @@ func (r *Replica) Stop() {
 	}
 }
 
+// Cut cuts the connections the Service forwards, as a network that
+// drops them: neither end says goodbye.
+func (r *Replica) Cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for conn := range r.conns {
+		conn.Close()
+	}
+}
+
 // Restart stops the replica and starts a new one behind its Service, as
 // the Service's next endpoint: a reader cut by the stop finds it there.
 func (r *Replica) Restart() {
@@ -252,6 +280,38 @@ func (r *Replica) Config(user *rest.Config) *rest.Config {
 	cfg.TLSClientConfig.CAFile = ""
 	cfg.TLSClientConfig.Insecure = false
 	return cfg
+}
+
+// Hangup is a hangup that a replica asked of an agent.
+type Hangup struct {
+	Pod          types.NamespacedName
+	Job, Session string
+	// Err is how it ended.
+	Err error
+}
+
+// Hangups are the hangups that the replica, and those before it, asked
+// of the agents, as they ended.
+func (r *Replica) Hangups() []Hangup {
+	r.agents.mu.Lock()
+	defer r.agents.mu.Unlock()
+	return slices.Clone(r.agents.calls)
+}
+
+// hangups are the cluster's agents, with the hangups asked of them.
+type hangups struct {
+	agentapi.Client
+
+	mu    sync.Mutex
+	calls []Hangup
+}
+
+func (h *hangups) Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error {
+	err := h.Client.Hangup(ctx, pod, job, session)
+	h.mu.Lock()
+	h.calls = append(h.calls, Hangup{Pod: pod, Job: job, Session: session, Err: err})
+	h.mu.Unlock()
+	return err
 }
 
 // String is the replica's address.
