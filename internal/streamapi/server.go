@@ -149,7 +149,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return server.PrepareRun().RunWithContext(ctx)
+	err = server.PrepareRun().RunWithContext(ctx)
+	// The attaches were cut as the server stopped: wait for their
+	// hangups.
+	exec.wait()
+	return err
 }
 
 // jobs finds the jobs and workers in the cache, once it holds them.
