@@ -22,12 +22,14 @@ kubectl() { "${kubectl_bin}" --context "${context}" "$@"; }
 
 # A cut benchmark can leave thousands of jobs: one deletecollection call
 # removes them all (kubectl delete would send one request per job under its
-# client-side rate limit), then the wait lets the operator's finalizers run.
+# client-side rate limit), repeated while the API server's cache of them is
+# still (re)initializing (429) after a restart of the cluster, then the wait
+# lets the operator's finalizers run.
 clean() {
-  kubectl delete --raw "/apis/shell.shelljob.dev/v1alpha1/namespaces/${NAMESPACE}/shelljobs?labelSelector=e2e.shelljob.dev%2Ftest" >/dev/null
   local deadline=$((SECONDS + 600)) left
-  while left="$(kubectl -n "${NAMESPACE}" get shelljobs -l e2e.shelljob.dev/test -o name --chunk-size=500 | wc -l)" && ((left > 0)); do
-    ((SECONDS < deadline)) || die "${left} ShellJobs of an earlier run are still there after 10 minutes"
+  until kubectl delete --raw "/apis/shell.shelljob.dev/v1alpha1/namespaces/${NAMESPACE}/shelljobs?labelSelector=e2e.shelljob.dev%2Ftest" >/dev/null &&
+    left="$(kubectl -n "${NAMESPACE}" get shelljobs -l e2e.shelljob.dev/test -o name --chunk-size=500 | wc -l)" && ((left == 0)); do
+    ((SECONDS < deadline)) || die "the ShellJobs of an earlier run are still there after 10 minutes"
     sleep 2
   done
   kubectl -n "${NAMESPACE}" delete shellpools -l e2e.shelljob.dev/pool --ignore-not-found --wait --timeout=120s >&2
