@@ -993,3 +993,31 @@ func TestFollowText(t *testing.T) {
 		t.Errorf("escaped text: %d bytes, want the follow's %d, escaped", plain.Len(), len(want))
 	}
 }
+
+// TestExitTellsSignals: the exit event names the signals sent when asked,
+// so that an operator that did not live to record its stop learns it; a
+// signal after the command ended and the agent's own stop on its way out
+// are not among them.
+func TestExitTellsSignals(t *testing.T) {
+	d := startDaemon(t)
+	d.start("stopped", "sleep 100", false)
+	d.signal("stopped", agentapi.SIGINT)
+	if e := d.exited("stopped"); len(e.Signals) != 1 || e.Signals[0].Signal != agentapi.SIGINT || e.Signals[0].Time.IsZero() {
+		t.Errorf("a stopped job's exit: signals %+v, want SIGINT", e.Signals)
+	}
+
+	d.start("ended", "true", false)
+	d.output("ended")
+	d.exited("ended")
+	d.signal("ended", agentapi.SIGINT)
+	if e := d.exited("ended"); len(e.Signals) != 0 {
+		t.Errorf("a job signalled after its end: signals %+v, want none", e.Signals)
+	}
+
+	d.start("long", "sleep 100", false)
+	d.stop()
+	d.run()
+	if e := d.exited("long"); !e.Shutdown || len(e.Signals) != 0 {
+		t.Errorf("a job the agent stopped on its way out: %+v, want Shutdown and no signals", e)
+	}
+}

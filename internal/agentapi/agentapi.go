@@ -258,6 +258,15 @@ type SignalResponse struct {
 	GroupEmpty bool `json:"groupEmpty"`
 }
 
+// A SentSignal is a signal the agent sent to a job's group when asked
+// (Signal), as the exit event tells them: an operator that died between a
+// signal and its record learns from them that its job was stopped.
+type SentSignal struct {
+	Signal     Signal    `json:"signal"`
+	Time       time.Time `json:"time"`
+	GroupEmpty bool      `json:"groupEmpty,omitempty"`
+}
+
 // EventType names a job event.
 type EventType string
 
@@ -322,6 +331,10 @@ type Event struct {
 	// nil from an agent that does not count them, or when counting failed:
 	// GetFiles tells then.
 	Files *Files `json:"files,omitempty"`
+	// Signals is set on EventExited: the signals sent to the job's group
+	// when asked, in order; an agent's own stop on its way out is not
+	// among them (Shutdown says it).
+	Signals []SentSignal `json:"signals,omitempty"`
 	// Worker is set on EventWorker.
 	Worker *Worker `json:"worker,omitempty"`
 }
