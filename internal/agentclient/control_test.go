@@ -80,19 +80,46 @@ func count(calls []string, sub string) int {
 	return n
 }
 
+// warmAgent is a daemon, the fake API server that execs into it, and a
+// warm client of it whose channel is up, until the end of the test.
+type warmAgent struct {
+	dir    string
+	url    string
+	f      *fakeExec
+	c      *Client
+	ctx    context.Context
+	events *eventLog
+}
+
+func startWarm(t *testing.T) warmAgent {
+	t.Helper()
+	w := warmAgent{dir: startDaemon(t)}
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): w.dir})
+	w.url, w.f = srv.URL, f
+	w.c = newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	w.events = runEvents(ctx, w.c)
+	w.events.waitSynced(t)
+	return w
+}
+
+// olderThan is a client of the daemon in dir through execs that answer
+// op's subcommand with a usage error, as an agent older than op does.
+func olderThan(t *testing.T, dir, op string) *Client {
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	f.refuse = map[string]int{op: agentapi.ExitUsage}
+	return newClient(t, srv.URL, Options{})
+}
+
 // TestWarmChannel: with Warm, the events stream is the control channel,
 // and starts, signals and follows go over it, not an exec each; a follow
 // opened before the start waits for it; a cut channel leaves the calls to
 // one-shot execs until it is open again.
 func TestWarmChannel(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	c := newClient(t, srv.URL, Options{Warm: true})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-
-	events := runEvents(ctx, c)
-	events.waitSynced(t)
+	w := startWarm(t)
+	f, c, ctx, events := w.f, w.c, w.ctx, w.events
 	if !c.ChannelUp(pod) {
 		t.Fatal("channel not up after the replay")
 	}
@@ -350,13 +377,8 @@ func TestFollowText(t *testing.T) {
 // through an exec of its own otherwise, and reaches the job's spool; an
 // agent older than the mark answers ErrUsage.
 func TestDelivered(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	warm := newClient(t, srv.URL, Options{Warm: true})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	events := runEvents(ctx, warm)
-	events.waitSynced(t)
+	w := startWarm(t)
+	dir, f, warm, ctx, events := w.dir, w.f, w.c, w.ctx, w.events
 	for _, job := range []string{"d1", "d2"} {
 		if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: "true"}); err != nil {
 			t.Fatal(err)
@@ -373,16 +395,14 @@ func TestDelivered(t *testing.T) {
 	if n := count(f.ran(), agentapi.CmdDelivered); n != 0 {
 		t.Errorf("%d delivered execs with the channel up", n)
 	}
-	cold := newClient(t, srv.URL, Options{})
+	cold := newClient(t, w.url, Options{})
 	if err := cold.Delivered(ctx, pod, "d2"); err != nil || !marked("d2") {
 		t.Fatalf("delivered through an exec: %v, marked %v", err, marked("d2"))
 	}
 	if n := count(f.ran(), agentapi.CmdDelivered); n != 1 {
 		t.Errorf("%d delivered execs without a channel, want 1", n)
 	}
-	oldSrv, old := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	old.refuse = map[string]int{agentapi.CmdDelivered: agentapi.ExitUsage}
-	if err := newClient(t, oldSrv.URL, Options{}).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
+	if err := olderThan(t, dir, agentapi.CmdDelivered).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
 		t.Errorf("delivered on an older agent: %v, want ErrUsage", err)
 	}
 }
@@ -394,14 +414,9 @@ func TestDelivered(t *testing.T) {
 // that is no console is refused; an agent older than the hangup answers
 // ErrUsage.
 func TestHangup(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	warm := newClient(t, srv.URL, Options{Warm: true})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	events := runEvents(ctx, warm)
-	events.waitSynced(t)
-	cold := newClient(t, srv.URL, Options{})
+	w := startWarm(t)
+	dir, f, warm, ctx, events := w.dir, w.f, w.c, w.ctx, w.events
+	cold := newClient(t, w.url, Options{})
 	if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: "plain", Command: "sleep 1000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -441,9 +456,7 @@ func TestHangup(t *testing.T) {
 			}
 		})
 	}
-	oldSrv, old := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	old.refuse = map[string]int{agentapi.CmdHangup: agentapi.ExitUsage}
-	if err := newClient(t, oldSrv.URL, Options{}).Hangup(ctx, pod, "plain", ""); !errors.Is(err, agentapi.ErrUsage) {
+	if err := olderThan(t, dir, agentapi.CmdHangup).Hangup(ctx, pod, "plain", ""); !errors.Is(err, agentapi.ErrUsage) {
 		t.Errorf("hangup on an older agent: %v, want ErrUsage", err)
 	}
 }
