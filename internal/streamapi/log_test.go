@@ -2,15 +2,19 @@ package streamapi_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
@@ -259,6 +263,24 @@ func TestLogWorkerGone(t *testing.T) {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Code != http.StatusGone || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("log of a job whose worker is gone: %v; want 410 Gone that says so", err)
+	}
+	t.Log(err)
+
+	// The pool's new worker takes the lost one's name: a pod created
+	// after the job started is not the job's worker.
+	sj := f.finished("lost")
+	pod := types.NamespacedName{Namespace: cmp.Or(sj.Status.PodNamespace, sj.Namespace), Name: sj.Status.Pod}
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(ctx context.Context) (bool, error) {
+		return f.cluster.Client.Get(ctx, pod, &corev1.Pod{}) == nil, nil
+	}); err != nil {
+		t.Fatalf("no new worker took the name %s: %v", pod, err)
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(context.Context) (bool, error) {
+		_, err = f.log(rc, "lost", streamv1alpha1.ShellJobLogOptions{})
+		return strings.Contains(fmt.Sprint(err), "replaced"), nil
+	})
+	if !errors.As(err, &status) || status.Status().Code != http.StatusGone || !strings.Contains(err.Error(), "was replaced") {
+		t.Fatalf("log of a job whose worker was replaced: %v; want 410 Gone that says so", err)
 	}
 	t.Log(err)
 }

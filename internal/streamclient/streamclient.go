@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/clock"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -47,6 +48,8 @@ type Options struct {
 	Retry, RetryMax time.Duration
 	// OnResume, when set, hears why each follow is resumed, from where.
 	OnResume func(job string, offset int64, err error)
+	// Clock times the waits before a resume. Defaults to the real clock.
+	Clock clock.Clock
 }
 
 // Client reaches the stream API of a namespace.
@@ -79,6 +82,9 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	}
 	if opts.RetryMax < opts.Retry {
 		opts.RetryMax = max(DefaultRetryMax, opts.Retry)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	cfg := rest.CopyConfig(config)
 	cfg.Timeout = 0
@@ -133,8 +139,10 @@ func (c *Client) again(ctx context.Context, job string, offset int64, err error,
 	if c.opts.OnResume != nil {
 		c.opts.OnResume(job, offset, err)
 	}
+	t := c.opts.Clock.NewTimer(*wait)
+	defer t.Stop()
 	select {
-	case <-time.After(*wait):
+	case <-t.C():
 	case <-ctx.Done():
 		return ctx.Err()
 	}

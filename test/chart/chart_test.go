@@ -423,12 +423,16 @@ func TestBot(t *testing.T) {
 	}
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
-	for _, want := range []string{"-namespace=" + namespace, "-worker-namespace=" + namespace + "-workers", "-dc=1",
+	for _, want := range []string{"-namespace=" + namespace, "-dc=1",
 		"-dc-addr=shelljob-faketg.shelljob-system.svc:8443", "-public-key=/etc/shelljob/telegram/public.pem", "-v=2",
 		"-files-out-file=50Mi", "-files-out-job=200Mi", "-files-out-count=100"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
+	}
+	// The bot reaches no worker: the stream API serves it.
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, namespace+"-workers") }) {
+		t.Errorf("args %q name the workers' namespace", c.Args)
 	}
 	env := map[string]string{}
 	for _, e := range c.Env {
