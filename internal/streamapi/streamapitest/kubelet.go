@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"shelljob.dev/shelljob/agent/agenttest"
+	"shelljob.dev/shelljob/agent/pty"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/testenv"
@@ -51,7 +53,7 @@ type Exec struct {
 // server's pods/exec: the worker pods bound to it (Bind) are exec'd
 // through the real API server, which reaches it over HTTPS as it would a
 // kubelet, and it runs the agent's subcommand as the test binary against
-// the pod's daemon. It has no terminal to give: a TTY exec is refused.
+// the pod's daemon, on a pseudo-terminal of its own for a TTY exec.
 type Kubelet struct {
 	t       testing.TB
 	env     *testenv.Env
@@ -135,34 +137,88 @@ type executor struct {
 }
 
 func (e executor) ExecInContainer(ctx context.Context, _, _, container string, cmd []string, in io.Reader, out, errOut io.WriteCloser,
-	tty bool, _ <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	x := Exec{Pod: e.pod, Container: container, Command: cmd, TTY: tty}
 	defer func() {
 		e.k.mu.Lock()
 		e.k.execs = append(e.k.execs, x)
 		e.k.mu.Unlock()
 	}()
-	if tty {
-		return errors.New("the stand-in kubelet has no terminal")
-	}
 	if len(cmd) == 0 || cmd[0] != agentapi.AgentPath {
 		return fmt.Errorf("the stand-in kubelet runs the agent alone, not %q", cmd)
 	}
 	c := agenttest.Command(cmd[1:]...)
 	c.Env = append(c.Env, agentapi.SpoolDirEnv+"="+filepath.Dir(e.k.cluster.Agents.Socket(e.pod)))
-	var stderr strings.Builder
-	c.Stdin, c.Stdout = in, out
-	if errOut != nil {
-		c.Stderr = io.MultiWriter(errOut, &stderr)
+	var err error
+	if tty {
+		err = onTerminal(ctx, c, in, out, resize)
 	} else {
-		c.Stderr = &stderr
+		var stderr strings.Builder
+		c.Stdin, c.Stdout = in, out
+		if errOut != nil {
+			c.Stderr = io.MultiWriter(errOut, &stderr)
+		} else {
+			c.Stderr = &stderr
+		}
+		err = c.Run()
+		x.Stderr = stderr.String()
 	}
-	err := c.Run()
-	x.Stderr = stderr.String()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		x.ExitCode = exit.ExitCode()
 		return utilexec.CodeExitError{Err: err, Code: exit.ExitCode()}
 	}
+	return err
+}
+
+// onTerminal runs c on a pseudo-terminal of its own, as a kubelet runs a
+// TTY exec: its session's controlling terminal, and its standard streams.
+// in goes to the terminal, what c writes there to out, and each size of
+// resize to the terminal's window. The end of the exec (ctx) hangs the
+// terminal up.
+func onTerminal(ctx context.Context, c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecommand.TerminalSize) error {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return err
+	}
+	defer master.Close()
+	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	err = c.Start()
+	slave.Close()
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s, ok := <-resize:
+				if !ok {
+					return
+				}
+				_ = pty.SetSize(master, s.Height, s.Width)
+			case <-ctx.Done():
+				// A closed master hangs the terminal's session up.
+				master.Close()
+				return
+			case <-done:
+				return
+			}
+		}
+	}()
+	if in != nil {
+		go func() { _, _ = io.Copy(master, in) }()
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		// The master reads what the terminal holds, then fails once no
+		// process has the terminal open.
+		_, _ = io.Copy(out, master)
+	}()
+	err = c.Wait()
+	<-copied
 	return err
 }
