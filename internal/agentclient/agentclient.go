@@ -444,9 +444,14 @@ func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job str
 	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), watch.Reader(tar), io.Discard)
 }
 
-// GetFiles implements agentapi.Client.
-func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+// GetFiles implements agentapi.Client. An offset of 0 is not passed on:
+// an agent older than offsets takes the call.
+func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, watch.Writer(w))
+	cmd := argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job))
+	if offset != 0 {
+		cmd = append(cmd, flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)))
+	}
+	return c.exec(ctx, pod, cmd, nil, watch.Writer(w))
 }

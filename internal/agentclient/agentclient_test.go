@@ -177,8 +177,13 @@ func TestOverWebSocket(t *testing.T) {
 	}
 
 	var files bytes.Buffer
-	if err := c.GetFiles(ctx, pod, "seq", &files); err != nil {
+	if err := c.GetFiles(ctx, pod, "seq", 0, &files); err != nil {
 		t.Fatal(err)
+	}
+	// --offset: the ended job's stream from 700 on.
+	var rest bytes.Buffer
+	if err := c.GetFiles(ctx, pod, "seq", 700, &rest); err != nil || !bytes.Equal(rest.Bytes(), files.Bytes()[700:]) {
+		t.Errorf("files from 700: %d bytes, %v; want the stream's last %d", rest.Len(), err, files.Len()-700)
 	}
 	got := map[string]string{}
 	tr := tar.NewReader(&files)

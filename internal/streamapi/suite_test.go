@@ -59,8 +59,14 @@ type fixture struct {
 // test's users their rights.
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, streamapitest.Options{})
+}
+
+// setupWith is setup with a replica of o.
+func setupWith(t *testing.T, o streamapitest.Options) *fixture {
+	t.Helper()
 	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
-	f.replica = streamapitest.Start(t, env, f.cluster, streamapitest.Options{})
+	f.replica = streamapitest.Start(t, env, f.cluster, o)
 	f.grant("shelljob-user", []string{alice, bob}, rbacv1.PolicyRule{
 		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"},
 	})

@@ -29,9 +29,9 @@ const (
 	// RBAC: get on shelljobs/log.
 	SubresourceLog = "log"
 	// SubresourceFiles is the job's $SHELLJOB_OUT as a tar stream: GET
-	// reads it (get on shelljobs/files); PUT or POST puts a tar stream
-	// into a held job that has not started (update or create on
-	// shelljobs/files).
+	// reads it (get on shelljobs/files), with ShellJobFilesOptions; PUT or
+	// POST puts a tar stream into a held job that has not started (update
+	// or create on shelljobs/files).
 	SubresourceFiles = "files"
 	// SubresourceAttach is a terminal on a console job: GET (WebSocket) or
 	// POST (SPDY), upgraded as pods/attach is, with
@@ -98,6 +98,23 @@ type ShellJobLogOptions struct {
 	// its start.
 	// +optional
 	Text TextMode `json:"text,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ShellJobFilesOptions are the query parameters of a GET of a ShellJob's
+// files.
+type ShellJobFilesOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Offset is the byte of the files' tar stream to start from. The tar
+	// stream of a job that has ended is the same at every read (the same
+	// entries, in the same order, with the same headers), so that a reader
+	// whose stream was cut (the API server ends a files request after its
+	// request timeout) resumes from the offset it reached. Past 0, only
+	// for a job that has ended. Defaults to 0.
+	// +optional
+	Offset int64 `json:"offset,omitempty"`
 }
 
 // +kubebuilder:object:root=true

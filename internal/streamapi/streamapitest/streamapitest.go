@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/streamapi"
 	"shelljob.dev/shelljob/internal/testenv"
@@ -46,6 +47,9 @@ type Replica struct {
 type Options struct {
 	// Keepalive is the server's (streamapi.Options.Keepalive).
 	Keepalive time.Duration
+	// Agent, when set, puts a layer between the server and the cluster's
+	// agents.
+	Agent func(agentapi.Client) agentapi.Client
 }
 
 // Start runs a replica until the end of the test, and returns it once it
@@ -75,6 +79,10 @@ func (r *Replica) start() {
 	if err != nil {
 		r.t.Fatalf("replica manager: %v", err)
 	}
+	var agent agentapi.Client = r.cluster.Agents
+	if r.opts.Agent != nil {
+		agent = r.opts.Agent(agent)
+	}
 	srv, err := streamapi.New(streamapi.Options{
 		Listener:       ln,
 		CertDir:        r.front.CertDir,
@@ -82,7 +90,7 @@ func (r *Replica) start() {
 		Namespace:      r.cluster.Namespace,
 		Cache:          mgr.GetCache(),
 		APIReader:      mgr.GetAPIReader(),
-		Agent:          r.cluster.Agents,
+		Agent:          agent,
 		Config:         r.env.Config,
 		ShutdownDelay:  -1,
 		Keepalive:      r.opts.Keepalive,
