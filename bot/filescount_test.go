@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/faketg"

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"

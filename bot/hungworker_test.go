@@ -14,8 +14,8 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
-	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/texts"
 )

@@ -358,4 +358,3 @@ func goFollow(follow func() (int64, error)) <-chan followResult {
 	}()
 	return done
 }
-
