@@ -1,9 +1,10 @@
 // Package bot is the Telegram bot of shelljob: chat admins send .a CMD, the
 // command becomes a ShellJob, and its output shows live in the chat until
 // its final. The behaviour is the reference's (reference/shell_streaming.md);
-// this package holds the handlers and the pump of each job, and reaches
-// Telegram and the cluster through the narrow interfaces Telegram and
-// Cluster.
+// this package holds the handlers and the pump of each job. It reaches the
+// cluster through the narrow interface Cluster, and Telegram through
+// requests that a Sender builds, in gotd's style
+// (b.tg.To(chat).Reply(id).Text(ctx, text)), and Telegram carries out.
 package bot
 
 import (
@@ -100,7 +101,7 @@ const DefaultOutputMemory = 64 * keptBytes
 // SetNames once the bot's profile is known, and feed it the updates.
 type Bot struct {
 	cfg      Config
-	tg       Telegram
+	tg       Sender
 	cluster  Cluster
 	settings settings.Store
 	registry *jobs.Registry
@@ -138,7 +139,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.FinalMemory <= 0 {
 		cfg.FinalMemory = DefaultFinalMemory
 	}
-	b := &Bot{cfg: cfg, tg: t, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
+	b := &Bot{cfg: cfg, tg: NewSender(t), cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
 		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), finalMemory: newFinalMemory(cfg.FinalMemory)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
@@ -170,7 +171,7 @@ func (b *Bot) nameSet() (command.Names, string) {
 
 // SetTelegram sets the Telegram the bot talks to, when it is built after
 // the bot (the gotd client needs the bot for its handlers).
-func (b *Bot) SetTelegram(t Telegram) { b.tg = t }
+func (b *Bot) SetTelegram(t Telegram) { b.tg = NewSender(t) }
 
 // Registry returns the bot's job registry.
 func (b *Bot) Registry() *jobs.Registry { return b.registry }
@@ -302,7 +303,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) error {
 }
 
 func (b *Bot) reply(ctx context.Context, m Message, text string) error {
-	_, err := b.tg.SendText(ctx, m.Chat, m.ID, text, false, nil)
+	_, err := b.tg.Reply(m).Text(ctx, text)
 	return err
 }
 
@@ -322,11 +323,11 @@ Each also works as @%[1]s CMD; in a guest chat, @%[1]s .a CMD and @%[1]s .k.`, p
 func (b *Bot) HandleCallback(ctx context.Context, cb Callback) error {
 	switch {
 	case strings.HasPrefix(cb.Data, "shk:"):
-		return b.tg.AnswerCallback(ctx, cb.QueryID, b.stopPress(ctx, cb))
+		return b.tg.Callback(cb.QueryID).Answer(ctx, b.stopPress(ctx, cb))
 	case strings.HasPrefix(cb.Data, settings.DataPrefix):
 		return b.settingsPress(ctx, cb)
 	default:
-		return b.tg.AnswerCallback(ctx, cb.QueryID, texts.ButtonOutOfDate)
+		return b.tg.Callback(cb.QueryID).Answer(ctx, texts.ButtonOutOfDate)
 	}
 }
 
@@ -340,7 +341,7 @@ func (b *Bot) HandleDraftStop(ctx context.Context, user, randomID int64) {
 	if j := b.registry.ByDraft(user, randomID); j != nil {
 		if _, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser); err != nil {
 			b.cfg.Log.Error(err, "Could not stop a job from its draft", "job", j.Name)
-			if _, err := b.tg.SendText(ctx, Chat{ID: j.Chat}, j.CommandMsg, texts.StopFailed(j.Number(), err), false, nil); err != nil {
+			if _, err := b.tg.To(Chat{ID: j.Chat}).Reply(j.CommandMsg).Text(ctx, texts.StopFailed(j.Number(), err)); err != nil {
 				b.cfg.Log.Error(err, "Could not say that a stop failed", "job", j.Name)
 			}
 		}

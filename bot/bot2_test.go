@@ -522,13 +522,13 @@ type streamedFiles struct {
 	buffered []string
 }
 
-func (s *streamedFiles) SendFile(ctx context.Context, chat bot.Chat, reply int, f bot.File) (int, error) {
-	if f.Reader == nil || f.Data != nil {
+func (s *streamedFiles) Send(ctx context.Context, r bot.SendRequest) (int, error) {
+	if f := r.File; f != nil && (f.Reader == nil || f.Data != nil) {
 		s.mu.Lock()
 		s.buffered = append(s.buffered, f.Name)
 		s.mu.Unlock()
 	}
-	return s.Telegram.SendFile(ctx, chat, reply, f)
+	return s.Telegram.Send(ctx, r)
 }
 
 func TestOutputFilesCapped(t *testing.T) {

@@ -123,7 +123,7 @@ func (r *run) sendFiles(ctx context.Context) {
 		}
 		name := path.Base(of.Name)
 		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
-		if _, err := b.tg.SendFile(ctx, r.note.Chat, r.cmdMsg, f); err != nil {
+		if _, err := b.tg.To(r.note.Chat).Reply(r.cmdMsg).File(ctx, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
 		}
 		return nil

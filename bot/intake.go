@@ -66,7 +66,7 @@ func (b *Bot) startChatJob(ctx context.Context, m Message, cmd string, mode shel
 	}
 	var files []File
 	if m.ReplyTo != 0 {
-		fs, err := b.tg.MessageFiles(ctx, m.Chat, m.ReplyTo, b.cfg.Files.InFile)
+		fs, err := b.tg.To(m.Chat).Files(ctx, m.ReplyTo, b.cfg.Files.InFile)
 		if big := (*FileTooBigError)(nil); errors.As(err, &big) {
 			closeFiles(fs)
 			return b.reply(ctx, m, texts.InFileTooBig(big.Name, big.Size, big.Limit))
@@ -106,19 +106,19 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		return nil
 	}
 	if !b.isAdmin(q.From) {
-		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NotAvailable)
+		_, err := b.tg.GuestQuery(q.QueryID).Answer(ctx, texts.NotAvailable)
 		return err
 	}
 	key := "g" + strconv.FormatInt(q.Chat, 10)
 	if c.Kind == command.K {
-		_, err := b.tg.GuestAnswer(ctx, q.QueryID, b.kill(ctx, 0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
+		_, err := b.tg.GuestQuery(q.QueryID).Answer(ctx, b.kill(ctx, 0, q.From, key, 0, c.Arg, "@"+primary+" .k"))
 		return err
 	}
 	if strings.ContainsRune(c.Arg, 0) {
-		_, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.NULCommand)
+		_, err := b.tg.GuestQuery(q.QueryID).Answer(ctx, texts.NULCommand)
 		return err
 	}
-	gm, err := b.tg.GuestAnswer(ctx, q.QueryID, texts.GuestRunning)
+	gm, err := b.tg.GuestQuery(q.QueryID).Answer(ctx, texts.GuestRunning)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (b *Bot) HandleGuestQuery(ctx context.Context, q GuestQuery) error {
 		info:   jobs.Info{Owner: q.From, Guest: key},
 		note:   previewNote{Guest: &gm, GuestChat: key, GroupPace: !q.Private},
 		kind:   guestPreview,
-		refuse: func(text string) error { return b.tg.EditGuest(ctx, gm, text) },
+		refuse: func(text string) error { return b.tg.Guest(gm).Text(ctx, text) },
 	})
 }
 

@@ -58,7 +58,7 @@ func (r *run) open(ctx context.Context, kind previewKind) {
 		id := rand.Int64N(1<<62) + 1
 		// Known before it shows, so that its Stop finds the job.
 		r.job.SetPreview(0, id)
-		if err := b.tg.Draft(ctx, chat, id, text); err == nil {
+		if err := b.tg.To(chat).Draft(id).Text(ctx, text); err == nil {
 			r.note.Draft = id
 			r.opened(ctx, draftPreview, text)
 			return
@@ -67,7 +67,7 @@ func (r *run) open(ctx context.Context, kind previewKind) {
 			b.cfg.Log.V(1).Info("Draft refused; using an edited message", "job", r.job.Name, "error", err.Error())
 		}
 	}
-	id, err := b.tg.SendText(ctx, chat, r.cmdMsg, text, true, r.stopButtons())
+	id, err := b.tg.To(chat).Reply(r.cmdMsg).Silent().Buttons(r.stopButtons()).Text(ctx, text)
 	if err != nil {
 		b.cfg.Log.Error(err, "Could not send a preview; the final goes out as if there were none", "job", r.job.Name)
 		r.pv.failed = true
@@ -98,11 +98,11 @@ func (r *run) update(ctx context.Context, text string) bool {
 	var err error
 	switch r.pv.kind {
 	case editPreview:
-		err = r.b.tg.EditText(ctx, r.note.Chat, r.note.Msg, text, r.stopButtons())
+		err = r.b.tg.To(r.note.Chat).Buttons(r.stopButtons()).Edit(r.note.Msg).Text(ctx, text)
 	case draftPreview:
-		err = r.b.tg.Draft(ctx, r.note.Chat, r.note.Draft, text)
+		err = r.b.tg.To(r.note.Chat).Draft(r.note.Draft).Text(ctx, text)
 	case guestPreview:
-		err = r.b.tg.EditGuest(ctx, *r.note.Guest, text)
+		err = r.b.tg.Guest(*r.note.Guest).Text(ctx, text)
 	case noPreview:
 		return true
 	}

@@ -40,7 +40,7 @@ func (b *Bot) settingsCommand(ctx context.Context, m Message, arg string) error 
 			return b.reply(ctx, m, texts.SettingsSaveFail)
 		}
 	}
-	_, err = b.tg.SendText(ctx, m.Chat, m.ID, p.Panel(), false, panelButtons(p))
+	_, err = b.tg.Reply(m).Buttons(panelButtons(p)).Text(ctx, p.Panel())
 	return err
 }
 
@@ -48,11 +48,11 @@ func (b *Bot) settingsCommand(ctx context.Context, m Message, arg string) error 
 // the panel redrawn in place.
 func (b *Bot) settingsPress(ctx context.Context, cb Callback) error {
 	if !b.isAdmin(cb.From) {
-		return b.tg.AnswerCallback(ctx, cb.QueryID, texts.OnlyAdmins)
+		return b.tg.Callback(cb.QueryID).Answer(ctx, texts.OnlyAdmins)
 	}
 	c, ok := settings.ParseData(cb.Data)
 	if !ok {
-		return b.tg.AnswerCallback(ctx, cb.QueryID, texts.SettingsOutOfDate)
+		return b.tg.Callback(cb.QueryID).Answer(ctx, texts.SettingsOutOfDate)
 	}
 	p, err := b.settings.Get(ctx, cb.From)
 	if err != nil {
@@ -61,12 +61,12 @@ func (b *Bot) settingsPress(ctx context.Context, cb Callback) error {
 	p = p.Apply(c)
 	if err := b.settings.Set(ctx, cb.From, p); err != nil {
 		b.cfg.Log.Error(err, "Could not save a setting", "user", cb.From)
-		return b.tg.AnswerCallback(ctx, cb.QueryID, texts.SettingsSaveFail)
+		return b.tg.Callback(cb.QueryID).Answer(ctx, texts.SettingsSaveFail)
 	}
-	if err := b.tg.AnswerCallback(ctx, cb.QueryID, c.Toast()); err != nil {
+	if err := b.tg.Callback(cb.QueryID).Answer(ctx, c.Toast()); err != nil {
 		return err
 	}
-	return b.tg.EditText(ctx, cb.Chat, cb.MsgID, p.Panel(), panelButtons(p))
+	return b.tg.To(cb.Chat).Buttons(panelButtons(p)).Edit(cb.MsgID).Text(ctx, p.Panel())
 }
 
 // prefs reads user's settings, the defaults when they cannot be read.

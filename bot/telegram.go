@@ -104,35 +104,70 @@ type GuestMessage struct {
 	Legacy bool `json:"legacy,omitempty"`
 }
 
-// Telegram is what the bot does in Telegram. All texts are plain text with
-// no link preview.
+// Telegram carries the bot's requests to Telegram: tgclient.API, or a
+// test's layer over it. The bot builds them with a Sender. All texts are
+// plain text with no link preview.
 type Telegram interface {
-	// SendText sends text to chat as a reply to replyTo (0: none), silently
-	// when silent, with buttons (nil: none), and returns its id.
-	SendText(ctx context.Context, chat Chat, replyTo int, text string, silent bool, buttons [][]Button) (int, error)
-	// EditText edits message id; nil buttons removes the old ones.
-	EditText(ctx context.Context, chat Chat, id int, text string, buttons [][]Button) error
-	// Delete deletes message id for everyone.
+	// Send sends a new message and returns its id.
+	Send(ctx context.Context, r SendRequest) (int, error)
+	// Edit edits a message of a chat. An edit that changes nothing counts
+	// as done.
+	Edit(ctx context.Context, r EditRequest) error
+	// Delete deletes message id of chat for everyone.
 	Delete(ctx context.Context, chat Chat, id int) error
-	// Draft shows or updates draft randomID with text in a private chat,
-	// with a Stop button.
-	Draft(ctx context.Context, chat Chat, randomID int64, text string) error
-	// SendFile sends f as a reply to replyTo and returns its id.
-	SendFile(ctx context.Context, chat Chat, replyTo int, f File) (int, error)
+	// Draft shows or updates a draft in a private chat, with a Stop button.
+	Draft(ctx context.Context, r DraftRequest) error
 	// MessageFiles returns the files that message id of chat holds. A file
 	// over limit bytes (0: no limit) is not downloaded: the error is a
 	// *FileTooBigError.
 	MessageFiles(ctx context.Context, chat Chat, id int, limit int64) ([]File, error)
 	// AnswerCallback answers a button press with a toast.
 	AnswerCallback(ctx context.Context, queryID int64, text string) error
-	// GuestAnswer answers a guest chat query with text.
-	GuestAnswer(ctx context.Context, queryID int64, text string) (GuestMessage, error)
+	// AnswerGuest answers a guest chat query with text.
+	AnswerGuest(ctx context.Context, queryID int64, text string) (GuestMessage, error)
 	// EditGuest edits a guest answer, on the DC that holds it.
-	EditGuest(ctx context.Context, m GuestMessage, text string) error
-	// EditGuestFile edits a guest answer into document f with caption
-	// under it. A guest answer cannot take a new upload, so f is uploaded
-	// first (messages.uploadMedia) and the edit names the stored document.
-	EditGuestFile(ctx context.Context, m GuestMessage, caption string, f File) error
+	EditGuest(ctx context.Context, r GuestEditRequest) error
+}
+
+// SendRequest is a new message: Text, or File when it is set.
+type SendRequest struct {
+	Chat Chat
+	// ReplyTo is the message it replies to, 0 for none (in a forum topic:
+	// the topic).
+	ReplyTo int
+	// Silent sends it without a notification.
+	Silent bool
+	// Buttons are the inline buttons under a text, nil for none.
+	Buttons [][]Button
+	Text    string
+	// File, when set, is sent as a photo or a document in place of Text.
+	File *File
+}
+
+// EditRequest edits message ID of Chat into Text, with Buttons: nil
+// removes the old ones.
+type EditRequest struct {
+	Chat    Chat
+	ID      int
+	Text    string
+	Buttons [][]Button
+}
+
+// DraftRequest shows Text in draft RandomID of a private chat.
+type DraftRequest struct {
+	Chat     Chat
+	RandomID int64
+	Text     string
+}
+
+// GuestEditRequest edits guest answer Message into Text or, when File is
+// set, into that document with the caption Text under it. A guest answer
+// cannot take a new upload, so File is uploaded and stored first
+// (messages.uploadMedia), and the edit names the stored document.
+type GuestEditRequest struct {
+	Message GuestMessage
+	Text    string
+	File    *File
 }
 
 // previewNote is the AnnotationPreview of a job: where its preview is, so

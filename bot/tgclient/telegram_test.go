@@ -19,16 +19,16 @@ func TestUnknownPeerKind(t *testing.T) {
 	if _, err := InputPeer(chat); err == nil {
 		t.Error("InputPeer: no error")
 	}
-	if _, err := a.SendText(ctx, chat, 0, "hi", false, nil); err == nil {
-		t.Error("SendText: no error")
+	if _, err := a.Send(ctx, bot.SendRequest{Chat: chat, Text: "hi"}); err == nil {
+		t.Error("Send: no error")
 	}
-	if err := a.EditText(ctx, chat, 1, "hi", nil); err == nil {
-		t.Error("EditText: no error")
+	if err := a.Edit(ctx, bot.EditRequest{Chat: chat, ID: 1, Text: "hi"}); err == nil {
+		t.Error("Edit: no error")
 	}
-	if err := a.Draft(ctx, chat, 1, "hi"); err == nil {
+	if err := a.Draft(ctx, bot.DraftRequest{Chat: chat, RandomID: 1, Text: "hi"}); err == nil {
 		t.Error("Draft: no error")
 	}
-	if _, err := a.SendFile(ctx, chat, 0, bot.File{Name: "a.txt", Data: []byte("a")}); err == nil {
-		t.Error("SendFile: no error")
+	if _, err := a.Send(ctx, bot.SendRequest{Chat: chat, File: &bot.File{Name: "a.txt", Data: []byte("a")}}); err == nil {
+		t.Error("Send of a file: no error")
 	}
 }

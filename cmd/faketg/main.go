@@ -6,11 +6,12 @@
 // (-token). It makes a small world: the admins of -admin (the first is
 // you), a user @mallory who is not one, the basic group "ops", the
 // supergroup "ops-super", the forum "ops-forum" and the group "elsewhere"
-// that the bot is not in (for guest queries). Then it reads lines from
-// stdin: plain text is sent as the current user in the current chat (the
-// private chat at first), and commands such as /group TEXT, /reply ID
-// TEXT, /press MSGID DATA, /stop, /guest TEXT act as in Telegram (/help
-// lists them). It prints what the bot does: new messages, edits
+// that the bot is not in (for guest queries). Then it runs the terminal
+// chat (internal/faketg/termchat) on stdin: plain text is sent as the
+// current user in the current chat (the private chat at first), and
+// commands such as /group TEXT, /reply ID TEXT, /press MSGID DATA, /stop,
+// /guest TEXT act as in Telegram (/help lists them). It prints what the
+// bot does: new messages, edits
 // (rewriting the message in place on a terminal), drafts, toasts, and
 // files, which it saves under -files.
 //
@@ -71,6 +72,7 @@ import (
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/faketg/control"
 	"shelljob.dev/shelljob/internal/faketg/echobot"
+	"shelljob.dev/shelljob/internal/faketg/termchat"
 )
 
 type config struct {
@@ -194,9 +196,11 @@ func run(ctx context.Context, c config, in io.Reader, out io.Writer) error {
 			return err
 		}
 	}
-	if err := newWorld(s, c.admins); err != nil {
+	admins, err := parseAdmins(c.admins)
+	if err != nil {
 		return err
 	}
+	termchat.NewWorld(s, admins)
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
@@ -251,42 +255,42 @@ func run(ctx context.Context, c config, in io.Reader, out io.Writer) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	ch := newChat(svc, c, out)
-	if _, err := ch.setup(ctx); err != nil {
+	ch := termchat.New(svc, c.chatOptions(), out)
+	if _, err := ch.Setup(ctx); err != nil {
 		return err
 	}
-	ch.printf("faketg: type text to send it as %s in the private chat; /help for commands\n", ch.userName(ctx, ch.me))
-	return ch.run(ctx, in, c.exitOnEOF)
+	ch.Printf("faketg: type text to send it as %s in the private chat; /help for commands\n", ch.You(ctx))
+	return ch.Run(ctx, in, c.exitOnEOF)
 }
 
 // connect runs the terminal chat against a remote fake until the end of
 // in.
 func connect(ctx context.Context, c config, in io.Reader, out io.Writer) error {
-	ch := newChat(control.NewClient(c.connect, nil), c, out)
-	info, err := ch.setup(ctx)
+	ch := termchat.New(control.NewClient(c.connect, nil), c.chatOptions(), out)
+	info, err := ch.Setup(ctx)
 	if err != nil {
 		return err
 	}
-	ch.printf("faketg: DC %d at %s, through %s (bot @%s, connected: %v)\n", info.DC, info.DCAddr, c.connect, info.Bot.Username, info.Connected)
-	ch.printf("faketg: type text to send it as %s in the private chat; /help for commands; Ctrl-D ends the chat\n", ch.userName(ctx, ch.me))
-	return ch.run(ctx, in, true)
+	ch.Printf("faketg: DC %d at %s, through %s (bot @%s, connected: %v)\n", info.DC, info.DCAddr, c.connect, info.Bot.Username, info.Connected)
+	ch.Printf("faketg: type text to send it as %s in the private chat; /help for commands; Ctrl-D ends the chat\n", ch.You(ctx))
+	return ch.Run(ctx, in, true)
 }
 
-// newWorld adds the users and chats the terminal chat uses.
-func newWorld(s *faketg.Server, admins string) error {
-	for i, a := range splitList(admins) {
+func (c config) chatOptions() termchat.Options {
+	return termchat.Options{FilesDir: c.filesDir, Verbose: c.verbose}
+}
+
+// parseAdmins reads the comma-separated user IDs of -admin.
+func parseAdmins(list string) ([]int64, error) {
+	var ids []int64
+	for _, a := range splitList(list) {
 		id, err := strconv.ParseInt(a, 10, 64)
 		if err != nil {
-			return fmt.Errorf("admin %q: %w", a, err)
+			return nil, fmt.Errorf("admin %q: %w", a, err)
 		}
-		s.NewUser(faketg.UserOptions{ID: id, FirstName: fmt.Sprintf("Admin%d", i+1), Username: fmt.Sprintf("admin%d", i+1), Admin: true})
+		ids = append(ids, id)
 	}
-	s.NewUser(faketg.UserOptions{FirstName: "Mallory", Username: malloryName})
-	s.NewGroup(groupTitle)
-	s.NewSupergroup(superTitle)
-	s.NewForum(forumTitle)
-	s.NewChat(faketg.Group, faketg.ChatOptions{Title: outsideTitle, NoBot: true})
-	return nil
+	return ids, nil
 }
 
 func splitList(s string) []string {

@@ -114,8 +114,23 @@
 // finds a chat by its Bot API ID, Server.File a file by Media.ID), for a
 // fake that runs in another process or a pod.
 //
-// Package echobot is a small bot that connects the way a production bot
-// does; cmd/faketg -echo-bot runs it to try the terminal chat.
+// Package termchat is the terminal chat of cmd/faketg, on the control
+// API; package echobot is a small bot that connects the way a production
+// bot does, and cmd/faketg -echo-bot runs it to try the terminal chat.
+//
+// # Layout
+//
+// The Server is made of services, as gotd's tgtest/services are: each
+// holds its own state under its own lock and registers its own methods.
+// auth.go has the logins and the push connection, peers.go the users,
+// chats and the bot's profile, updates.go the pts and qts boxes, their
+// history and the pushes, messages.go and send.go the chats' messages
+// and the bot's sends, edits, deletes, drafts and button answers,
+// files.go the uploads and downloads, guest.go the guest queries and
+// their answers, faults.go the injected faults, and log.go the journal
+// of the bot's calls. dispatch.go runs before every method (auth,
+// holds, faults), describe.go turns a request into its Event, and
+// inject.go and actions.go act as users.
 //
 // # Updates state
 //

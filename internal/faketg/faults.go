@@ -9,6 +9,18 @@ import (
 	"github.com/gotd/td/tgerr"
 )
 
+// faultService holds the faults and holds tests inject into the bot's
+// calls, taken before a call is served.
+type faultService struct {
+	mu     sync.Mutex
+	faults map[uint32][]fault
+	holds  map[uint32][]*hold
+}
+
+func newFaultService() *faultService {
+	return &faultService{faults: map[uint32][]fault{}, holds: map[uint32][]*hold{}}
+}
+
 type fault struct {
 	left  int // <0: unlimited
 	err   *tgerr.Error
@@ -47,31 +59,40 @@ func (s *Server) FailWhen(method uint32, n int, err *tgerr.Error, match func(bin
 	if n == 0 {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[method] = append(s.faults[method], fault{left: n, err: err, match: match})
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.faults[method] = append(s.faults.faults[method], fault{left: n, err: err, match: match})
 }
 
 // ClearFaults removes every pending fault.
 func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = map[uint32][]fault{}
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	s.faults.faults = map[uint32][]fault{}
 }
 
-// takeFaultLocked consumes the first fault of method that matches req.
-func (s *Server) takeFaultLocked(method uint32, req bin.Object) *tgerr.Error {
-	fs := s.faults[method]
+// pending tells whether method has faults or holds waiting.
+func (f *faultService) pending(method uint32) (faults, holds bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.faults[method]) > 0, len(f.holds[method]) > 0
+}
+
+// takeFault consumes the first fault of method that matches req.
+func (f *faultService) takeFault(method uint32, req bin.Object) *tgerr.Error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.faults[method]
 	for i := range fs {
-		f := &fs[i]
-		if f.match != nil && !f.match(req) {
+		ft := &fs[i]
+		if ft.match != nil && !ft.match(req) {
 			continue
 		}
-		err := f.err
-		if f.left > 0 {
-			f.left--
-			if f.left == 0 {
-				s.faults[method] = append(fs[:i:i], fs[i+1:]...)
+		err := ft.err
+		if ft.left > 0 {
+			ft.left--
+			if ft.left == 0 {
+				f.faults[method] = append(fs[:i:i], fs[i+1:]...)
 			}
 		}
 		return err
@@ -92,20 +113,21 @@ type hold struct {
 // the updates the fake pushes still go out.
 func (s *Server) Hold(method uint32, match func(bin.Object) bool) (held <-chan struct{}, release func()) {
 	h := &hold{match: match, held: make(chan struct{}), release: make(chan struct{})}
-	s.mu.Lock()
-	s.holds[method] = append(s.holds[method], h)
-	s.mu.Unlock()
+	s.faults.mu.Lock()
+	s.faults.holds[method] = append(s.faults.holds[method], h)
+	s.faults.mu.Unlock()
 	var once sync.Once
 	return h.held, func() { once.Do(func() { close(h.release) }) }
 }
 
-// takeHoldLocked removes and returns the first hold of method that
-// matches req.
-func (s *Server) takeHoldLocked(method uint32, req bin.Object) *hold {
-	hs := s.holds[method]
+// takeHold removes and returns the first hold of method that matches req.
+func (f *faultService) takeHold(method uint32, req bin.Object) *hold {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hs := f.holds[method]
 	for i, h := range hs {
 		if h.match == nil || h.match(req) {
-			s.holds[method] = append(hs[:i:i], hs[i+1:]...)
+			f.holds[method] = append(hs[:i:i], hs[i+1:]...)
 			return h
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gotd/td/bin"
@@ -249,20 +250,60 @@ func (l Log) String() string {
 	return b.String()
 }
 
+// journal is the log of the bot's calls, and the wake-up of those who
+// wait on it or on the fake's state. Its lock is the innermost of the
+// fake's: the services record and notify while holding theirs.
+type journal struct {
+	mu      sync.Mutex
+	log     Log
+	changed chan struct{}
+}
+
+func newJournal() *journal { return &journal{changed: make(chan struct{})} }
+
+// record appends e to the log and wakes the waiters.
+func (j *journal) record(e Event) Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e.Seq = len(j.log) + 1
+	j.log = append(j.log, e)
+	j.notifyLocked()
+	return e
+}
+
+// call records a method the fake serves without a dedicated Kind.
+func (j *journal) call(method string, r bin.Object) {
+	j.record(Event{Time: time.Now(), Kind: Call, Method: method, Request: r})
+}
+
+// notify wakes the waiters: the fake's state changed.
+func (j *journal) notify() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.notifyLocked()
+}
+
+func (j *journal) notifyLocked() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// snapshot is the log so far, and a channel closed at its next change.
+func (j *journal) snapshot() (Log, <-chan struct{}) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.log[:len(j.log):len(j.log)], j.changed
+}
+
 // Log returns a snapshot of every call the bot made so far.
 func (s *Server) Log() Log {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log[:len(s.log):len(s.log)]
+	l, _ := s.journal.snapshot()
+	return l
 }
 
 // Seq is the sequence number of the last event so far (0 for none). Pass
 // it to Log.After or WaitEvent to look only at later calls.
-func (s *Server) Seq() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.log)
-}
+func (s *Server) Seq() int { return len(s.Log()) }
 
 // WaitFor waits until done returns true for the log (and returns that
 // log), or ctx ends. done is called once at once and after every change
@@ -271,17 +312,14 @@ func (s *Server) Seq() int {
 // ctx.Err() and carries the log's tail, for the test's message.
 func (s *Server) WaitFor(ctx context.Context, done func(Log) bool) (Log, error) {
 	for {
-		s.mu.Lock()
-		l := s.log[:len(s.log):len(s.log)]
-		ch := s.changed
-		s.mu.Unlock()
+		l, ch := s.journal.snapshot()
 		if done(l) {
 			return l, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			tail := Log(l)
+			tail := l
 			if len(tail) > 20 {
 				tail = tail[len(tail)-20:]
 			}
@@ -308,18 +346,4 @@ func (s *Server) WaitKind(ctx context.Context, since int, kind Kind, chat *Chat)
 	return s.WaitEvent(ctx, since, func(e Event) bool {
 		return e.Kind == kind && (chat == nil || e.Chat == chat)
 	})
-}
-
-// record appends e to the log and wakes waiters. s.mu must be held.
-func (s *Server) recordLocked(e Event) Event {
-	e.Seq = len(s.log) + 1
-	s.log = append(s.log, e)
-	s.notifyLocked()
-	return e
-}
-
-// notifyLocked wakes WaitFor callers. s.mu must be held.
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-faster/errors"
@@ -26,6 +27,17 @@ import (
 
 // Server is a fake Telegram: one DC that speaks real MTProto over TCP.
 // Create it with New, then Start it (or use NewTest in tests).
+//
+// It is made of services, as gotd's tgtest/services are, each with its
+// own state and lock and each registering its own methods: auth (the
+// keys that logged in, the push connection), peers (users, chats, the
+// bot's profile), updates (pts, qts, their history, pushes), messages
+// (the chats' messages, drafts, button answers), files (uploads and
+// downloads) and guests (guest queries and their answers); faults holds
+// the injected faults, and journal the log of the bot's calls. A service
+// may call into another while it holds its lock only down this order:
+// updates.pushMu, messages, updates, then peers, files, guests, auth or
+// faults, and the journal last.
 type Server struct {
 	opts Options
 	lg   *zap.Logger
@@ -44,58 +56,18 @@ type Server struct {
 	serveMu sync.Mutex
 	err     error
 
-	// pushMu orders pushes, so updates reach the bot in pts order.
-	pushMu sync.Mutex
+	// queryIDs counts the ids the fake hands out for button presses,
+	// guest queries and auth transfers.
+	queryIDs atomic.Int64
 
-	mu      sync.Mutex
-	changed chan struct{}
-	log     Log
-
-	authorized map[[8]byte]bool
-	exported   map[string]bool // auth.exportAuthorization tokens
-	mainKey    [8]byte         // the auth key that logged in last
-	session    tgtest.Session
-	hasSession bool
-	connected  bool
-
-	users    map[int64]*User
-	userList []*User
-	chats    map[chatKey]*Chat
-	chatList []*Chat
-
-	pts, qts  int
-	history   []ptsEntry // common pts box: private chats and groups
-	qtsLog    []qtsEntry
-	nextMsgID int // common message box
-
-	nextUserID  int64
-	nextChatID  int64
-	nextQueryID int64
-	nextFileID  int64
-	nextInline  int
-
-	box       map[int]*Message // the common box by message ID
-	callbacks map[int64]*callbackRef
-	commands  []tg.BotCommand
-
-	uploads map[int64]map[int][]byte // the bot's upload parts by file ID
-	// assembled are the bot's uploads once put together: a retried send
-	// may name the same upload again.
-	assembled map[int64][]byte
-	media     map[int64]*Media // files users sent, by document/photo ID
-	// kept lists the IDs of media and uploads whose bytes are held, oldest
-	// first, and keptBytes their sum, for Options.FileBytes.
-	kept      []keptFile
-	keptBytes int64
-	inline    map[int64]*Message  // guest answers by InputBotInlineMessageID64.ID
-	queries   map[int64]*guestRef // guest queries by query ID
-	faults    map[uint32][]fault
-	holds     map[uint32][]*hold
-}
-
-type chatKey struct {
-	kind ChatKind
-	id   int64
+	journal  *journal
+	auth     *authService
+	peers    *peerService
+	updates  *updateService
+	messages *messageService
+	files    *fileService
+	guests   *guestService
+	faults   *faultService
 }
 
 // New creates a fake Telegram. It generates the RSA key (unless given)
@@ -111,33 +83,26 @@ func New(opts Options) (*Server, error) {
 		key = k
 	}
 	s := &Server{
-		opts:       opts,
-		lg:         opts.Logger,
-		key:        tgtest.NewPrivateKey(key),
-		dc:         tgtest.NewDispatcher(),
-		common:     tgtest.NewDispatcher(),
-		uploads:    map[int64]map[int][]byte{},
-		assembled:  map[int64][]byte{},
-		changed:    make(chan struct{}),
-		authorized: map[[8]byte]bool{},
-		exported:   map[string]bool{},
-		users:      map[int64]*User{},
-		chats:      map[chatKey]*Chat{},
-		nextUserID: 1000001,
-		nextChatID: 2000001,
-		nextFileID: 5000001,
-		media:      map[int64]*Media{},
-		box:        map[int]*Message{},
-		callbacks:  map[int64]*callbackRef{},
-		inline:     map[int64]*Message{},
-		queries:    map[int64]*guestRef{},
-		faults:     map[uint32][]fault{},
-		holds:      map[uint32][]*hold{},
-		done:       make(chan struct{}),
+		opts:    opts,
+		lg:      opts.Logger,
+		key:     tgtest.NewPrivateKey(key),
+		dc:      tgtest.NewDispatcher(),
+		common:  tgtest.NewDispatcher(),
+		done:    make(chan struct{}),
+		journal: newJournal(),
+		faults:  newFaultService(),
+	}
+	s.auth = newAuthService(s)
+	s.peers = newPeerService(s, opts.Bot)
+	s.updates = &updateService{s: s}
+	s.messages = newMessageService(s)
+	s.files = newFileService(s)
+	s.guests = newGuestService(s)
+	for _, svc := range []interface{ register(*tgtest.Dispatcher) }{s.auth, s.peers, s.updates, s.messages, s.files, s.guests} {
+		svc.register(s.dc)
 	}
 	config.NewService(&s.cfg, &s.cdnCfg).Register(s.common)
 	s.common.Fallback(tgtest.HandlerFunc(s.unknown))
-	s.register()
 	s.dc.Fallback(s.common)
 	s.srv = tgtest.NewServer(s.key, tgtest.UnpackInvoke(tgtest.HandlerFunc(s.serve)), tgtest.ServerOptions{
 		DC:          opts.DC,
@@ -296,46 +261,3 @@ func (s *Server) ClientOptions() telegram.Options {
 
 // BotID is the bot's user ID.
 func (s *Server) BotID() int64 { return s.opts.Bot.ID }
-
-// Connected reports whether the bot has an authorized connection that
-// updates are pushed to.
-func (s *Server) Connected() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hasSession && s.connected
-}
-
-// DisconnectBot closes the bot's current connection, as a network failure
-// would. gotd reconnects by itself (and calls users.getUsers); updates
-// pushed meanwhile reach it through updates.getDifference once the next
-// update shows it the pts gap. WaitConnected waits for that
-// getDifference, so after a reconnect wait for the bot's reaction instead.
-func (s *Server) DisconnectBot() {
-	s.mu.Lock()
-	sess, ok := s.session, s.hasSession
-	s.connected = false
-	s.mu.Unlock()
-	if ok {
-		s.srv.ForceDisconnect(sess)
-	}
-}
-
-// WaitConnected waits until the bot is logged in and its current
-// connection has called updates.getState or updates.getDifference, so
-// pushed updates reach it. After a restart of the bot it waits for the new
-// connection.
-func (s *Server) WaitConnected(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		ok, ch := s.connected, s.changed
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return errors.Wrap(ctx.Err(), "wait for the bot")
-		}
-	}
-}

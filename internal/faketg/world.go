@@ -111,13 +111,14 @@ type Chat struct {
 	// messages are not delivered to the bot.
 	BotMember bool
 
-	// Guarded by s.mu.
+	// Guarded by the messages service.
 	msgs      map[int]*Message
-	nextMsgID int // channels and chats without the bot
-	pts       int // channels
-	history   []ptsEntry
+	nextMsgID int   // channels and chats without the bot
 	drafts    *bool // nil: default for the kind
 	topics    []*Topic
+	// A channel's own pts box, guarded by the updates service.
+	pts     int
+	history []ptsEntry
 }
 
 // Channel reports whether the chat is a channel in MTProto (supergroup or
@@ -393,32 +394,25 @@ func markupButtons(rm tg.ReplyMarkupClass) [][]Button {
 	return rows
 }
 
-// ptsEntry is one pts-carrying update in a pts history.
-type ptsEntry struct {
-	pts    int
-	update tg.UpdateClass
-}
-
-// qtsEntry is one qts-carrying update.
-type qtsEntry struct {
-	qts    int
-	update tg.UpdateClass
-}
-
 // cloneEntities deep-copies entities: encoding a tg object writes its
 // flags, so objects sent to the bot must not be shared with the state.
 func cloneEntities(es []tg.MessageEntityClass) []tg.MessageEntityClass {
 	out := make([]tg.MessageEntityClass, 0, len(es))
 	for _, e := range es {
-		var b bin.Buffer
-		if err := e.Encode(&b); err != nil {
-			panic(fmt.Sprintf("faketg: encode %T: %v", e, err))
-		}
-		c, err := tg.DecodeMessageEntity(&b)
-		if err != nil {
-			panic(fmt.Sprintf("faketg: decode %T: %v", e, err))
-		}
-		out = append(out, c)
+		out = append(out, cloneTL(e, tg.DecodeMessageEntity))
 	}
 	return out
+}
+
+// cloneTL deep-copies a TL object through its encoding.
+func cloneTL[T bin.Encoder](v T, decode func(*bin.Buffer) (T, error)) T {
+	var b bin.Buffer
+	if err := v.Encode(&b); err != nil {
+		panic(fmt.Sprintf("faketg: encode %T: %v", v, err))
+	}
+	c, err := decode(&b)
+	if err != nil {
+		panic(fmt.Sprintf("faketg: decode %T: %v", v, err))
+	}
+	return c
 }

@@ -11,8 +11,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"shelljob.dev/shelljob/internal/outfiles"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
