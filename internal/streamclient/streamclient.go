@@ -37,6 +37,11 @@ var ErrOutputLost = errors.New("the job's output is lost")
 type Options struct {
 	// Namespace holds the jobs. Required.
 	Namespace string
+	// Own reaches the jobs through myshelljobs, which serves the caller's
+	// own jobs alone, with the rights a user who runs jobs has (get on
+	// myshelljobs/log); else through shelljobs, which serves any job of
+	// the namespace to whoever has get on shelljobs/log.
+	Own bool
 	// StreamIdle bounds how long a stream may move no byte, keepalives
 	// included: a follow is then resumed, any other call fails with an
 	// error that wraps agentapi.ErrStreamIdle. The time the caller's
@@ -100,7 +105,11 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 
 // request is a request for the subresource sub of job.
 func (c *Client) request(verb, job, sub string) *rest.Request {
-	return c.rest.Verb(verb).Namespace(c.opts.Namespace).Resource(streamv1alpha1.Resource).Name(job).SubResource(sub)
+	resource := streamv1alpha1.Resource
+	if c.opts.Own {
+		resource = streamv1alpha1.OwnResource
+	}
+	return c.rest.Verb(verb).Namespace(c.opts.Namespace).Resource(resource).Name(job).SubResource(sub)
 }
 
 // watch bounds a stream by the idle limit.
