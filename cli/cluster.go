@@ -59,9 +59,13 @@ type Cluster struct {
 	Pools PoolClient
 	// Namespace holds the ShellJobs and ShellPools.
 	Namespace string
-	// Stream reads the output and files of the jobs of Namespace, and
-	// attaches to their consoles.
+	// Stream reads the output and files of the caller's own jobs of
+	// Namespace, and attaches to their consoles (myshelljobs): the jobs a
+	// command has just created.
 	Stream Stream
+	// AnyStream reads any job of Namespace, as RBAC allows (shelljobs):
+	// a job named on the command line, which may be someone else's.
+	AnyStream Stream
 	// WhoAmI returns the Kubernetes user name the API server sees.
 	WhoAmI func(ctx context.Context) (string, error)
 }
@@ -93,7 +97,11 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags) ClusterGetter {
 		if err != nil {
 			return nil, err
 		}
-		stream, err := streamclient.New(config, streamclient.Options{Namespace: ns})
+		own, err := streamclient.New(config, streamclient.Options{Namespace: ns, Own: true})
+		if err != nil {
+			return nil, err
+		}
+		anyJob, err := streamclient.New(config, streamclient.Options{Namespace: ns})
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +113,8 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags) ClusterGetter {
 			Jobs:      shell.ShellJobs(ns),
 			Pools:     shell.ShellPools(ns),
 			Namespace: ns,
-			Stream:    stream,
+			Stream:    own,
+			AnyStream: anyJob,
 			WhoAmI: func(ctx context.Context) (string, error) {
 				r, err := authn.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 				if err != nil {

@@ -116,6 +116,7 @@ func fakeCluster(t *testing.T, stream *fakeStream) *Cluster {
 		Pools:     fakePools{c: c, ns: testNS},
 		Namespace: testNS,
 		Stream:    stream,
+		AnyStream: stream,
 		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
 	}
 }

@@ -35,8 +35,8 @@ func NewLogsCmd(o *Options) *cobra.Command {
 		Short: "Print a job's output",
 		Long: `Prints the output of a job, named or numbered (N or #N), from the spool of its
 worker, through the stream API (the log subresource of ShellJobs in
-stream.shelljob.dev): a job of one's own, or any job with get on
-shelljobs/log. With -f, it follows the output until the job ends, waiting
+stream.shelljob.dev): any job with get on shelljobs/log, else a job of
+one's own through myshelljobs/log. With -f, it follows the output until the job ends, waiting
 for a job that has not started, and resumes from where it was when the
 stream is cut.`,
 		Example:               `  kubectl shelljob logs -f 12`,
@@ -63,6 +63,7 @@ func (l *LogsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	read := namedJob{anyJob: c.AnyStream, own: c.Stream}
 	started := shelljob.IsStarted(j)
 	switch {
 	case !started && !l.Follow && shelljob.IsFinished(j):
@@ -75,7 +76,7 @@ func (l *LogsOptions) Run(ctx context.Context) error {
 			// Followed from its start, once it starts.
 			from = agentapi.AwaitStart
 		}
-		if _, err := c.Stream.Follow(ctx, j.Name, from, l.Out); err != nil || started {
+		if _, err := read.follow(ctx, j.Name, from, l.Out); err != nil || started {
 			return err
 		}
 		// The output of a job that ended without running is empty.
@@ -91,7 +92,7 @@ func (l *LogsOptions) Run(ctx context.Context) error {
 	q := &quietWriter{w: l.Out, wrote: make(chan struct{}, 1)}
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Stream.Follow(ctx, j.Name, 0, q)
+		_, err := read.follow(ctx, j.Name, 0, q)
 		done <- err
 	}()
 	for {

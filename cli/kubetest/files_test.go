@@ -50,7 +50,10 @@ func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, u
 			if err != nil {
 				return nil, err
 			}
-			c.Stream, err = streamclient.New(cl.Stream.Config(config), streamclient.Options{Namespace: c.Namespace})
+			if c.Stream, err = streamclient.New(cl.Stream.Config(config), streamclient.Options{Namespace: c.Namespace, Own: true}); err != nil {
+				return nil, err
+			}
+			c.AnyStream, err = streamclient.New(cl.Stream.Config(config), streamclient.Options{Namespace: c.Namespace})
 			return c, err
 		},
 		Interrupts: func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} },
