@@ -4,7 +4,8 @@
 // restart of the operator replica that served it, a broken connection);
 // its final text; its files out, resumed the same way (the API server
 // cuts a files request after its request timeout), and in; and an attach
-// to a console.
+// to a console. Options.Own chooses the resource: myshelljobs, the
+// caller's own jobs, or shelljobs, any job RBAC allows.
 //
 // A stream that moves no byte, keepalives included, for
 // Options.StreamIdle is cut (agentapi.ErrStreamIdle) and, for a follow,
