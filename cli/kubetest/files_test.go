@@ -33,11 +33,17 @@ func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user s
 // pluginOnInput is pluginOn with in for its standard input.
 func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
+	originPolicy(ctx, t, cl.Namespace)
 	flags := genericclioptions.NewConfigFlags(true)
 	kubeconfig, ns, cacheDir := env.Kubeconfig, cl.Namespace, t.TempDir()
 	groups := []string{"system:masters"}
 	flags.KubeConfig, flags.Namespace, flags.Impersonate, flags.ImpersonateGroup, flags.CacheDir = &kubeconfig, &ns, &user, &groups, &cacheDir
 	real := cli.NewClusterGetter(flags)
+	// The front is no API server: it takes no impersonation, so the
+	// stream API meets user by a client certificate of their own, in the
+	// groups the flags impersonate, as the aggregation layer would pass
+	// the impersonated user on.
+	streamConfig := cl.Stream.Config(env.User(t, user, groups...))
 	var out, errOut bytes.Buffer
 	cmd := cli.NewCmd(cli.Options{
 		IOStreams: genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut},
@@ -46,14 +52,10 @@ func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, u
 			if err != nil {
 				return nil, err
 			}
-			config, err := flags.ToRESTConfig()
-			if err != nil {
+			if c.Stream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace, Own: true}); err != nil {
 				return nil, err
 			}
-			if c.Stream, err = streamclient.New(cl.Stream.Config(config), streamclient.Options{Namespace: c.Namespace, Own: true}); err != nil {
-				return nil, err
-			}
-			c.AnyStream, err = streamclient.New(cl.Stream.Config(config), streamclient.Options{Namespace: c.Namespace})
+			c.AnyStream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace})
 			return c, err
 		},
 		Interrupts: func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} },
