@@ -611,8 +611,16 @@ func TestFiles(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 	var out bytes.Buffer
-	if err := d.c.GetFiles(ctx, "files", &out); err != nil {
+	if err := d.c.GetFiles(ctx, "files", 0, &out); err != nil {
 		t.Fatal(err)
+	}
+	// The job has ended: its stream from an offset is the rest of it.
+	whole := bytes.Clone(out.Bytes())
+	for _, offset := range []int64{1, 700, int64(len(whole))} {
+		var rest bytes.Buffer
+		if err := d.c.GetFiles(ctx, "files", offset, &rest); err != nil || !bytes.Equal(rest.Bytes(), whole[offset:]) {
+			t.Errorf("files from offset %d: %d bytes, %v; want the stream's last %d", offset, rest.Len(), err, len(whole)-int(offset))
+		}
 	}
 	got := map[string]string{}
 	tr := tar.NewReader(&out)
@@ -649,7 +657,7 @@ func TestFiles(t *testing.T) {
 	if err := d.c.PutFiles(ctx, "evil", &evil); err == nil {
 		t.Error("a tar entry outside the directory was accepted")
 	}
-	if err := d.c.GetFiles(ctx, "nosuch", io.Discard); !errors.Is(err, agentapi.ErrUnknownJob) {
+	if err := d.c.GetFiles(ctx, "nosuch", 0, io.Discard); !errors.Is(err, agentapi.ErrUnknownJob) {
 		t.Errorf("get files of an unknown job: %v", err)
 	}
 }
@@ -928,7 +936,7 @@ func TestGetFilesOfAStoppedDaemon(t *testing.T) {
 		}
 		return len(p), nil
 	})
-	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", w)
+	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", 0, w)
 	if !errors.Is(err, agentapi.ErrStreamIdle) {
 		t.Errorf("get-files: %v after %d bytes, want ErrStreamIdle", err, n.Load())
 	}

@@ -252,11 +252,12 @@ func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error 
 	return st.Close()
 }
 
-// GetFiles writes the job's $SHELLJOB_OUT as a tar stream.
-func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
+// GetFiles writes the job's $SHELLJOB_OUT as a tar stream, from byte
+// offset of it on (Daemon.GetFiles).
+func (c *Client) GetFiles(ctx context.Context, job string, offset int64, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job}, nil, watch)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job, Offset: offset}, nil, watch)
 	if err != nil {
 		return err
 	}

@@ -100,8 +100,8 @@ func (p Pods) PutFiles(ctx context.Context, pod types.NamespacedName, job string
 }
 
 // GetFiles implements agentapi.Client.
-func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	if err := p.client(pod).GetFiles(ctx, job, w); err != nil {
+func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
+	if err := p.client(pod).GetFiles(ctx, job, offset, w); err != nil {
 		return fmt.Errorf("get files of %s in %s: %w", job, pod, err)
 	}
 	return nil

@@ -187,7 +187,7 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		if err := d.GetFiles(req.Job, bw); err != nil {
+		if err := d.GetFiles(req.Job, req.Offset, bw); err != nil {
 			return err
 		}
 		return bw.Flush()

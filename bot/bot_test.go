@@ -15,8 +15,10 @@ import (
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/streamclient"
 	"shelljob.dev/shelljob/internal/testenv"
 )
 
@@ -27,7 +29,8 @@ func TestMain(m *testing.M) { clustertest.Main(m, &apiServer) }
 
 // env is a bot under test: the fake Telegram, and the real operator with
 // real agents on envtest (clustertest), with the bot between them,
-// connected over real MTProto and the Kubernetes API.
+// connected over real MTProto, the Kubernetes API and the stream API that
+// the operator serves.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
@@ -107,8 +110,12 @@ type envOptions struct {
 	files bot.FileLimits
 	// wrapTG, when set, puts a layer between the bot and Telegram.
 	wrapTG func(bot.Telegram) bot.Telegram
-	// streamIdle, when set, is the agents' idle limit of a stream.
+	// streamIdle, when set, is the bot's idle limit of a stream of the
+	// stream API.
 	streamIdle time.Duration
+	// streamAgent, when set, puts a layer between the stream API's server
+	// and the agents.
+	streamAgent func(agentapi.Client) agentapi.Client
 	// outputMemory is the bot's Config.OutputMemory.
 	outputMemory int64
 }
@@ -127,12 +134,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 	e.admin = srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
 	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
 	e.group = srv.NewSupergroup("ops")
-	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamIdle: o.streamIdle})
+	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamAgent: o.streamAgent})
 	jobs, err := kube.StartCache(t.Context(), apiServer.Config, apiServer.Scheme, e.cluster.Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Agent: e.cluster.Agents, Cache: jobs}
+	stream, err := streamclient.New(e.cluster.Stream.Config(apiServer.Config),
+		streamclient.Options{Namespace: e.cluster.Namespace, StreamIdle: o.streamIdle, Clock: o.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs}
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
 	e.opts = o
 	stopBot := e.startBot()

@@ -322,7 +322,7 @@ func (a *fakeAgent) PutFiles(context.Context, types.NamespacedName, string, io.R
 	return errors.New("fake agent: PutFiles is not used by the operator")
 }
 
-func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.Writer) error {
+func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, int64, io.Writer) error {
 	return errors.New("fake agent: GetFiles is not used by the operator")
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
@@ -34,27 +35,22 @@ func readManifest(t *testing.T, name string, obj any) {
 }
 
 // botClient applies config/bot's ServiceAccount, Role and RoleBinding in
-// ns, and its workers' Role and RoleBinding in wns, and returns a client
-// config and a client that act as that ServiceAccount.
-func botClient(t *testing.T, ns, wns string) (*rest.Config, client.WithWatch) {
+// ns, and returns a client config and a client that act as that
+// ServiceAccount.
+func botClient(t *testing.T, ns string) (*rest.Config, client.WithWatch) {
 	t.Helper()
 	ctx := context.Background()
 	var sa corev1.ServiceAccount
-	var role, workerRole rbacv1.Role
-	var binding, workerBinding rbacv1.RoleBinding
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
 	readManifest(t, "service_account.yaml", &sa)
 	readManifest(t, "role.yaml", &role)
 	readManifest(t, "role_binding.yaml", &binding)
-	readManifest(t, "worker_role.yaml", &workerRole)
-	readManifest(t, "worker_role_binding.yaml", &workerBinding)
 	sa.Namespace, role.Namespace, binding.Namespace = ns, ns, ns
-	workerRole.Namespace, workerBinding.Namespace = wns, wns
-	for _, b := range []*rbacv1.RoleBinding{&binding, &workerBinding} {
-		for i := range b.Subjects {
-			b.Subjects[i].Namespace = ns
-		}
+	for i := range binding.Subjects {
+		binding.Subjects[i].Namespace = ns
 	}
-	for _, obj := range []client.Object{&sa, &role, &binding, &workerRole, &workerBinding} {
+	for _, obj := range []client.Object{&sa, &role, &binding} {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("apply %T: %v", obj, err)
 		}
@@ -78,7 +74,7 @@ func TestBotRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wns := namespace(t)
-	cfg, bc := botClient(t, ns, wns)
+	cfg, bc := botClient(t, ns)
 	c := newCluster(t, cfg, ns)
 
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
@@ -109,14 +105,31 @@ func TestBotRole(t *testing.T) {
 	listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 1 })
 	useStores(t, bc, ns)
 
-	// Exec into the workers is allowed, in their namespace only (not into
-	// the operator's pod beside the bot): no kubelet runs here, so ask.
-	for _, verb := range []string{"create", "get"} {
-		if !allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: wns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
-			t.Errorf("pods/exec %s in the workers' namespace is not allowed", verb)
+	// The jobs' output and files through the stream API, in the bot's
+	// namespace alone; no pod anywhere, and so no exec into a worker: no
+	// server serves the stream API here, so ask.
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Verb: "get", Subresource: "log"}, {Verb: "get", Subresource: "files"},
+		{Verb: "create", Subresource: "files"}, {Verb: "update", Subresource: "files"},
+	} {
+		a.Group, a.Resource, a.Name = streamv1alpha1.GroupName, streamv1alpha1.Resource, "j"
+		if a.Namespace = ns; !allowed(t, bc, a) {
+			t.Errorf("%s shelljobs/%s in the bot's namespace is not allowed", a.Verb, a.Subresource)
 		}
-		if allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
-			t.Errorf("pods/exec %s in the bot's own namespace is allowed", verb)
+		if a.Namespace = wns; allowed(t, bc, a) {
+			t.Errorf("%s shelljobs/%s in another namespace is allowed", a.Verb, a.Subresource)
+		}
+	}
+	for _, n := range []string{ns, wns} {
+		for _, a := range []authorizationv1.ResourceAttributes{
+			{Verb: "create", Resource: "pods", Subresource: "exec"}, {Verb: "get", Resource: "pods", Subresource: "exec"},
+			{Verb: "get", Resource: "pods"}, {Verb: "list", Resource: "pods"},
+			{Verb: "create", Group: streamv1alpha1.GroupName, Resource: streamv1alpha1.Resource, Subresource: "attach"},
+		} {
+			a.Namespace = n
+			if allowed(t, bc, a) {
+				t.Errorf("%s %s/%s in %s is allowed", a.Verb, a.Resource, a.Subresource, n)
+			}
 		}
 	}
 

@@ -81,7 +81,10 @@ const ProtocolVersion = 2
 //	           not-kept lines; with --text, the final text stream
 //	           (TextMagic and frames) from the start.
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
-//	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
+//	get-files  --job [--offset]; stdout: $SHELLJOB_OUT as a tar stream,
+//	           from byte --offset of it on (an agent older than --offset
+//	           answers it with a usage error). The stream of a job that
+//	           has ended is the same at every read.
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //	delivered  --job; the job's output and files were delivered to their
 //	           reader: its spool may go once the worker needs the room.
@@ -425,8 +428,12 @@ type Client interface {
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.
 	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
-	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream.
-	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream,
+	// from byte offset of it on. Once the job has ended, the stream is the
+	// same at every read: a reader cut half way reads the rest from the
+	// offset it reached. An agent older than offsets fails an offset past
+	// 0 with an error that wraps ErrUsage.
+	GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error
 	// Delivered tells the agent that the job's output and files reached
 	// their reader: its spool may go once the worker needs the room. It is
 	// idempotent. An agent older than it fails with an error that wraps

@@ -345,29 +345,11 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	if c.share {
 		c.shareFollows(pod)
 	}
-	return c.followExec(ctx, pod, job, nil, offset, w)
+	return c.followExec(ctx, pod, job, offset, w)
 }
 
-// FollowLater is Follow of a job that name gives later: its exec opens at
-// once, and the agent waits for the job on its stdin, so that the exec's
-// setup overlaps what names the job (its create, its placement). An error
-// of name, or ctx's end, abandons the follow. The idle limit runs from the
-// start: a name that takes longer cuts the exec, and the caller follows
-// again with Follow.
-func (c *Client) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
-	if c.channel(pod) != nil {
-		job, err := name(ctx)
-		if err != nil {
-			return offset, err
-		}
-		return c.Follow(ctx, pod, job, offset, w)
-	}
-	return c.followExec(ctx, pod, agentapi.JobFromStdin, name, offset, w)
-}
-
-// followExec follows job in its own exec. With name, job is
-// agentapi.JobFromStdin, and the job name gives goes to the agent's stdin.
-func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job string, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
+// followExec follows job in its own exec.
+func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
 	// Until the e frame, ctx ends the exec. After it the output is whole:
@@ -399,32 +381,11 @@ func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job s
 		})
 		done <- result{streamErr, readErr}
 	}()
-	nameErr := make(chan error, 1)
-	if name != nil {
-		go func() {
-			j, err := name(execCtx)
-			if err != nil {
-				if execCtx.Err() == nil {
-					// name failed by itself, not with the exec (its idle
-					// limit, the caller's end): its error says why.
-					nameErr <- err
-				}
-				stdinW.Close() // the agent ends with no output
-				return
-			}
-			_, _ = io.WriteString(stdinW, j+"\n")
-		}()
-	}
 	var r result
 	select {
 	case <-endFrame:
 		return reached, nil
 	case r = <-done:
-	}
-	select {
-	case err := <-nameErr:
-		return reached, err
-	default:
 	}
 	switch {
 	case r.readErr == nil:
@@ -499,9 +460,14 @@ func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job str
 	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), watch.Reader(tar), io.Discard)
 }
 
-// GetFiles implements agentapi.Client.
-func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+// GetFiles implements agentapi.Client. An offset of 0 is not passed on:
+// an agent older than offsets takes the call.
+func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, watch.Writer(w))
+	cmd := argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job))
+	if offset != 0 {
+		cmd = append(cmd, flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)))
+	}
+	return c.exec(ctx, pod, cmd, nil, watch.Writer(w))
 }

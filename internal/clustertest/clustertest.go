@@ -1,6 +1,9 @@
 // Package clustertest runs the whole job path for the tests of its
 // clients, without a kubelet: envtest's API server, the real operator, and
-// worker pods whose agents are real daemons on this machine.
+// worker pods whose agents are real daemons on this machine. The operator
+// serves the stream API (internal/streamapi) beside its controllers, as
+// every replica of the chart's does; its clients reach it through a
+// StreamFront, since envtest's API server aggregates no API.
 //
 // A package that uses it makes Main its TestMain.
 package clustertest
@@ -10,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +31,8 @@ import (
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/streamapi"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -56,6 +62,9 @@ type Options struct {
 	// StreamIdle, when set, is the agents' idle limit of a stream
 	// (agent.Pods.StreamIdle).
 	StreamIdle time.Duration
+	// StreamAgent, when set, puts a layer between the stream API's server
+	// and the agents; the controllers reach the agents directly.
+	StreamAgent func(agentapi.Client) agentapi.Client
 }
 
 // Cluster is a namespace of its own with the operator and a ready pool.
@@ -69,6 +78,8 @@ type Cluster struct {
 	Agents *agenttest.Pods
 	// Client reaches the API server as an admin.
 	Client client.WithWatch
+	// Stream reaches the stream API that the operator serves.
+	Stream *StreamFront
 
 	workerNS string
 	t        testing.TB
@@ -97,7 +108,11 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 	}
 	c.workerNS = cmp.Or(o.Operator.WorkerNamespace, c.Namespace)
 	o.Operator.Agent = c.Agents
-	c.startOperator(t, env, o.Operator)
+	var streamAgent agentapi.Client = c.Agents
+	if o.StreamAgent != nil {
+		streamAgent = o.StreamAgent(c.Agents)
+	}
+	c.startOperator(t, env, o.Operator, streamAgent)
 	pool := utiltesting.MakeShellPool(o.Pool, c.Namespace).Replicas(o.Workers).Obj()
 	if err := cl.Create(context.Background(), pool); err != nil {
 		t.Fatalf("create pool: %v", err)
@@ -117,8 +132,9 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 }
 
 // startOperator runs the operator's manager on the namespace until the end
-// of the test.
-func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options) {
+// of the test: its controllers, and its stream API server, which reaches
+// the agents through streamAgent, behind c.Stream.
+func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
@@ -138,6 +154,32 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		cancel()
 		t.Fatalf("set up the operator: %v", err)
 	}
+	c.Stream = NewStreamFront(t, env)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatalf("listen for the stream API: %v", err)
+	}
+	stream, err := streamapi.New(streamapi.Options{
+		Listener:        ln,
+		CertDir:         c.Stream.CertDir,
+		AuthKubeconfig:  env.Kubeconfig,
+		Namespace:       c.Namespace,
+		WorkerNamespace: opts.WorkerNamespace,
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Agent:           streamAgent,
+		Config:          env.Config,
+		ShutdownDelay:   -1,
+	})
+	if err == nil {
+		err = mgr.Add(stream)
+	}
+	if err != nil {
+		cancel()
+		ln.Close()
+		t.Fatalf("set up the stream API: %v", err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -146,9 +188,11 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		}
 	}()
 	t.Cleanup(func() {
+		c.Stream.Unroute()
 		cancel()
 		<-done
 	})
+	c.Stream.Route(ln.Addr().String(), done)
 }
 
 // kubelet does one round of the stand-in kubelet's work.

@@ -13,6 +13,8 @@
 //     (WorkerEnd, WasEvicted, ShutdownEnd).
 //   - end.go: how a finished job ended, as its readers tell it (EndOf).
 //   - stop.go: what a client's stop does (DecideStop, Stop).
+//   - origin.go: who owns a job (KubernetesUser), for the stream API's
+//     owner rule.
 //   - slim.go: the job as the operator's cache keeps it; quota.go: a
 //     create refused for the namespace's quota.
 package shelljob

@@ -30,9 +30,9 @@ import (
 )
 
 // executor is an attach to job as user with opts, over WebSocket or SPDY.
-func (f *fixture) executor(user, job string, websocket bool, opts streamv1alpha1.ShellJobAttachOptions) remotecommand.Executor {
+func (f *fixture) executor(user caller, job string, websocket bool, opts streamv1alpha1.ShellJobAttachOptions) remotecommand.Executor {
 	f.t.Helper()
-	cfg := f.replica.Config(env.User(f.t, user))
+	cfg := f.replica.Config(env.User(f.t, user.user))
 	u := f.request(f.as(user), "POST", job, streamv1alpha1.SubresourceAttach).VersionedParams(&opts, params).URL()
 	var (
 		ex  remotecommand.Executor
@@ -51,7 +51,7 @@ func (f *fixture) executor(user, job string, websocket bool, opts streamv1alpha1
 
 // attach attaches to job as user, over WebSocket or SPDY, with stdin,
 // stdout and stderr, and returns what came on stderr.
-func (f *fixture) attach(user, job string, websocket bool, opts streamv1alpha1.ShellJobAttachOptions) (string, error) {
+func (f *fixture) attach(user caller, job string, websocket bool, opts streamv1alpha1.ShellJobAttachOptions) (string, error) {
 	f.t.Helper()
 	ex := f.executor(user, job, websocket, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -93,8 +93,8 @@ func TestAttach(t *testing.T) {
 
 	for _, transport := range []string{"WebSocket", "SPDY"} {
 		websocket := transport == "WebSocket"
-		for _, user := range []string{alice, "carol"} {
-			t.Run(transport+" as "+user, func(t *testing.T) {
+		for _, user := range []caller{own(alice), anyJob("carol")} {
+			t.Run(transport+" as "+user.user+" through "+user.resource, func(t *testing.T) {
 				before := len(kubelet.Execs())
 				stderr, err := f.attach(user, "console", websocket, all)
 				execs := kubelet.Execs()
@@ -124,8 +124,8 @@ func TestAttach(t *testing.T) {
 				}
 			})
 		}
-		for _, user := range []string{bob, reader, "dave"} {
-			t.Run(transport+" refused to "+user, func(t *testing.T) {
+		for _, user := range []caller{own(bob), anyJob(alice), anyJob(reader), anyJob("dave")} {
+			t.Run(transport+" refused to "+user.user+" through "+user.resource, func(t *testing.T) {
 				before := len(kubelet.Execs())
 				_, err := f.attach(user, "console", websocket, all)
 				if err == nil || !strings.Contains(err.Error(), "forbidden") || len(kubelet.Execs()) != before {
@@ -142,7 +142,7 @@ func TestAttach(t *testing.T) {
 	}
 	for name, opts := range bad {
 		t.Run(name, func(t *testing.T) {
-			if _, err := f.attach(alice, "console", false, opts); err == nil || !strings.Contains(err.Error(), "stderr") {
+			if _, err := f.attach(own(alice), "console", false, opts); err == nil || !strings.Contains(err.Error(), "stderr") {
 				t.Errorf("attach with %s: %v, want it refused", name, err)
 			} else {
 				t.Log(err)
@@ -156,10 +156,10 @@ func TestAttach(t *testing.T) {
 
 	f.patch("console", `{"spec":{"stop":true}}`)
 	f.finished("console")
-	if _, err := f.attach(alice, "console", false, all); err == nil || !strings.Contains(err.Error(), "has ended") {
+	if _, err := f.attach(own(alice), "console", false, all); err == nil || !strings.Contains(err.Error(), "has ended") {
 		t.Errorf("attach to a job that ended: %v", err)
 	}
-	if _, err := f.attach("carol", "none", false, all); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := f.attach(anyJob("carol"), "none", false, all); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("attach to a job that is not there: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func TestAttachCutHangsUp(t *testing.T) {
 				var screen utiltesting.SyncBuffer
 				attached := make(chan error, 1)
 				go func() {
-					attached <- f.executor(alice, name, websocket, tty).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: in, Stdout: &screen, Tty: true})
+					attached <- f.executor(own(alice), name, websocket, tty).StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: in, Stdout: &screen, Tty: true})
 				}()
 				waitScreen := func(want string) {
 					t.Helper()
@@ -234,7 +234,7 @@ func TestAttachCutHangsUp(t *testing.T) {
 				}
 				waitScreen("READY> ")
 
-				_, err := f.attach(alice, name, websocket, tty)
+				_, err := f.attach(own(alice), name, websocket, tty)
 				var exit utilexec.ExitError
 				if !errors.As(err, &exit) || exit.ExitStatus() != agentapi.ExitAttached {
 					t.Fatalf("a second attach: %v; want it refused", err)

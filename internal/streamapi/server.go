@@ -228,11 +228,8 @@ func (s *Server) server(j *jobs, st streams, exec *execProxy) (*genericapiserver
 	if err := authz.ApplyTo(&cfg.Authorization); err != nil {
 		return nil, fmt.Errorf("stream API: authorization: %w", err)
 	}
-	a, err := newAuthorizer(j, cfg.Authorization.Authorizer)
-	if err != nil {
-		return nil, fmt.Errorf("stream API: authorization: %w", err)
-	}
-	cfg.Authorization.Authorizer = a
+	st.owners = ownerRule{jobs: j, authz: cfg.Authorization.Authorizer}
+	cfg.Authorization.Authorizer = newAuthorizer(cfg.Authorization.Authorizer)
 
 	server, err := cfg.Complete().New("shelljob-stream-api", genericapiserver.NewEmptyDelegate())
 	if err != nil {
