@@ -611,8 +611,16 @@ func TestFiles(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 	var out bytes.Buffer
-	if err := d.c.GetFiles(ctx, "files", &out); err != nil {
+	if err := d.c.GetFiles(ctx, "files", 0, &out); err != nil {
 		t.Fatal(err)
+	}
+	// The job has ended: its stream from an offset is the rest of it.
+	whole := bytes.Clone(out.Bytes())
+	for _, offset := range []int64{1, 700, int64(len(whole))} {
+		var rest bytes.Buffer
+		if err := d.c.GetFiles(ctx, "files", offset, &rest); err != nil || !bytes.Equal(rest.Bytes(), whole[offset:]) {
+			t.Errorf("files from offset %d: %d bytes, %v; want the stream's last %d", offset, rest.Len(), err, len(whole)-int(offset))
+		}
 	}
 	got := map[string]string{}
 	tr := tar.NewReader(&out)
@@ -649,7 +657,7 @@ func TestFiles(t *testing.T) {
 	if err := d.c.PutFiles(ctx, "evil", &evil); err == nil {
 		t.Error("a tar entry outside the directory was accepted")
 	}
-	if err := d.c.GetFiles(ctx, "nosuch", io.Discard); !errors.Is(err, agentapi.ErrUnknownJob) {
+	if err := d.c.GetFiles(ctx, "nosuch", 0, io.Discard); !errors.Is(err, agentapi.ErrUnknownJob) {
 		t.Errorf("get files of an unknown job: %v", err)
 	}
 }
@@ -928,7 +936,7 @@ func TestGetFilesOfAStoppedDaemon(t *testing.T) {
 		}
 		return len(p), nil
 	})
-	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", w)
+	err := pods.GetFiles(ctxFor(t, waitLong), types.NamespacedName{}, "big", 0, w)
 	if !errors.Is(err, agentapi.ErrStreamIdle) {
 		t.Errorf("get-files: %v after %d bytes, want ErrStreamIdle", err, n.Load())
 	}
@@ -991,5 +999,33 @@ func TestFollowText(t *testing.T) {
 	}
 	if want := liveoutput.DecodeEscape(raw.Bytes()); plain.String() != want {
 		t.Errorf("escaped text: %d bytes, want the follow's %d, escaped", plain.Len(), len(want))
+	}
+}
+
+// TestExitTellsSignals: the exit event names the signals sent when asked,
+// so that an operator that did not live to record its stop learns it; a
+// signal after the command ended and the agent's own stop on its way out
+// are not among them.
+func TestExitTellsSignals(t *testing.T) {
+	d := startDaemon(t)
+	d.start("stopped", "sleep 100", false)
+	d.signal("stopped", agentapi.SIGINT)
+	if e := d.exited("stopped"); len(e.Signals) != 1 || e.Signals[0].Signal != agentapi.SIGINT || e.Signals[0].Time.IsZero() {
+		t.Errorf("a stopped job's exit: signals %+v, want SIGINT", e.Signals)
+	}
+
+	d.start("ended", "true", false)
+	d.output("ended")
+	d.exited("ended")
+	d.signal("ended", agentapi.SIGINT)
+	if e := d.exited("ended"); len(e.Signals) != 0 {
+		t.Errorf("a job signalled after its end: signals %+v, want none", e.Signals)
+	}
+
+	d.start("long", "sleep 100", false)
+	d.stop()
+	d.run()
+	if e := d.exited("long"); !e.Shutdown || len(e.Signals) != 0 {
+		t.Errorf("a job the agent stopped on its way out: %+v, want Shutdown and no signals", e)
 	}
 }

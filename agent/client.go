@@ -106,16 +106,23 @@ func (c *Client) call(ctx context.Context, req request, body io.Reader, watch *i
 
 // Ping returns once the daemon answers.
 func (c *Client) Ping(ctx context.Context) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdPing}, nil, nil)
-	if err != nil {
-		return err
-	}
-	return st.Close()
+	return c.do(ctx, request{Op: agentapi.CmdPing})
 }
 
 // Delivered marks the job delivered; see agentapi.Client.
 func (c *Client) Delivered(ctx context.Context, job string) error {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdDelivered, Job: job}, nil, nil)
+	return c.do(ctx, request{Op: agentapi.CmdDelivered, Job: job})
+}
+
+// Hangup hangs up the console of Console job, and ends its attach of
+// session (any with none); see agentapi.Client.
+func (c *Client) Hangup(ctx context.Context, job, session string) error {
+	return c.do(ctx, request{Op: agentapi.CmdHangup, Job: job, Session: session})
+}
+
+// do makes a call whose answer is its reply alone.
+func (c *Client) do(ctx context.Context, req request) error {
+	st, _, err := c.call(ctx, req, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -245,11 +252,12 @@ func (c *Client) PutFiles(ctx context.Context, job string, tar io.Reader) error 
 	return st.Close()
 }
 
-// GetFiles writes the job's $SHELLJOB_OUT as a tar stream.
-func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
+// GetFiles writes the job's $SHELLJOB_OUT as a tar stream, from byte
+// offset of it on (Daemon.GetFiles).
+func (c *Client) GetFiles(ctx context.Context, job string, offset int64, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job}, nil, watch)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdGetFiles, Job: job, Offset: offset}, nil, watch)
 	if err != nil {
 		return err
 	}
@@ -290,9 +298,20 @@ func (c *Client) Stop(ctx context.Context, job string, step time.Duration, onSte
 // console's command. It waits for the console to start, up to the
 // daemon's AttachStartWait. The end of in hangs the console up, as the end
 // of ctx does (it closes the connection); Attach may return before a Read
-// of in it began has.
+// of in it began has. A hangup (Hangup) cuts it: it returns an error.
 func (c *Client) Attach(ctx context.Context, job string, in io.Reader, out io.Writer, sizes <-chan WindowSize) (int, error) {
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdAttach, Job: job}, nil, nil)
+	return c.attach(ctx, request{Op: agentapi.CmdAttach, Job: job}, in, out, sizes)
+}
+
+// AttachSession is Attach named session (agentapi.FlagSession), for the
+// attach subcommand alone: a hangup of session kills the calling process,
+// which a runtime may keep blocked on the output of a cut exec for ever.
+func (c *Client) AttachSession(ctx context.Context, job, session string, in io.Reader, out io.Writer, sizes <-chan WindowSize) (int, error) {
+	return c.attach(ctx, request{Op: agentapi.CmdAttach, Job: job, Session: session}, in, out, sizes)
+}
+
+func (c *Client) attach(ctx context.Context, req request, in io.Reader, out io.Writer, sizes <-chan WindowSize) (int, error) {
+	st, _, err := c.call(ctx, req, nil, nil)
 	if err != nil {
 		return 0, err
 	}

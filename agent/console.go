@@ -10,17 +10,21 @@ package agent
 // One attach at a time reaches the terminal (serveAttach): it gets the
 // output from the spool, from the start, and its input and window size go
 // to the master. A console is hung up, as a closed ssh session is, when
-// its attach ends before it does, or when nobody attached to it within
+// its attach ends before it does, when whoever carried its attach says
+// the attach was cut (Hangup: a runtime may keep a cut TTY exec open, so
+// that the attach never learns), or when nobody attached to it within
 // ConsoleAttachWait of its start: its session gets SIGHUP (and SIGCONT,
 // for its stopped jobs), and SIGKILL StopGrace later if it is still
 // there. Its end then leaves nothing behind, as a Fork job's.
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +32,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"shelljob.dev/shelljob/agent/proc"
 	"shelljob.dev/shelljob/agent/pty"
@@ -51,11 +57,78 @@ type console struct {
 	// hangupAfter is how long a hung-up console has before SIGKILL.
 	hangupAfter time.Duration
 
-	mu       sync.Mutex
-	attached bool
-	hungUp   bool
+	mu sync.Mutex
+	// on is the attach on the console, nil while none is.
+	on     *attachment
+	hungUp bool
 	// unattended hangs the console up unless an attach comes first.
 	unattended *time.Timer
+}
+
+// attachment is an attach on a console.
+type attachment struct {
+	// session names it (agentapi.FlagSession); empty for none.
+	session string
+	// conn is its connection to the daemon.
+	conn net.Conn
+	// process, for a named attach, is the process that connected: the
+	// attach subcommand, which a runtime may keep blocked for ever on the
+	// output of a cut exec.
+	process *os.Process
+}
+
+// end cuts the attach: its process if it has one, then its connection.
+func (a *attachment) end() {
+	if a.process != nil {
+		_ = a.process.Kill()
+	}
+	a.conn.Close()
+	a.drop()
+}
+
+// drop lets the attach's process go.
+func (a *attachment) drop() {
+	if a.process != nil {
+		_ = a.process.Release()
+	}
+}
+
+// namedProcess is the process of named attach a, once its name is
+// checked.
+func namedProcess(a *attachment) (*os.Process, error) {
+	if err := checkSession(a.session); err != nil {
+		return nil, err
+	}
+	return peerProcess(a.conn)
+}
+
+// checkSession checks an attach's name, which has the form of a job's.
+func checkSession(session string) error {
+	if !jobID.MatchString(session) {
+		return fmt.Errorf("bad session %q", session)
+	}
+	return nil
+}
+
+// peerProcess is the process at the other end of conn, a unix socket, as
+// it connected: a handle on it, which a later process of its pid is not.
+func peerProcess(conn net.Conn) (*os.Process, error) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("the attach's connection is no unix socket: %T", conn)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err = cmp.Or(cerr, err); err != nil {
+		return nil, fmt.Errorf("the attach's process: %w", err)
+	}
+	return os.FindProcess(int(cred.Pid))
 }
 
 // startConsole runs the command as startFork does, on a new
@@ -127,23 +200,42 @@ func handTerminal(tty *os.File, c cred) error {
 	return nil
 }
 
-// claim takes the console for an attach, or fails with ErrAttached.
-func (c *console) claim() error {
+// claim takes the console for attach a, or fails with ErrAttached.
+func (c *console) claim(a *attachment) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.attached {
+	if c.on != nil {
 		return agentapi.ErrAttached
 	}
-	c.attached = true
+	c.on = a
 	c.unattended.Stop()
 	return nil
 }
 
-// release ends the attach that claimed the console.
-func (c *console) release() {
+// release ends attach a's claim, unless a hangup took the console from it
+// first; it reports whether it did.
+func (c *console) release(a *attachment) bool {
 	c.mu.Lock()
-	c.attached = false
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.on != a {
+		return false
+	}
+	c.on = nil
+	return true
+}
+
+// detach takes the console from its attach for a hangup of session: from
+// the attach of that name, or from any with none. ok is false when
+// session names an attach that is not on the console: it was refused, or
+// it ended, which hung the console up. a is nil when no attach is on it.
+func (c *console) detach(session string) (a *attachment, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if session != "" && (c.on == nil || c.on.session != session) {
+		return nil, false
+	}
+	a, c.on = c.on, nil
+	return a, true
 }
 
 // ended tells whether the job has ended.
@@ -278,35 +370,39 @@ type WindowSize struct{ Rows, Cols uint16 }
 // exitLine ends an attach's stream, after the follow's e frame: "x CODE".
 const exitLine = 'x'
 
-// serveAttach serves an attach of Console job id: once the job has
-// started (within AttachStartWait), its input frames from r go to the
+// serveAttach serves attach a of Console job id, on a.conn: once the job
+// has started (within AttachStartWait), its input frames from r go to the
 // terminal, and its output, from the start, then its exit status, to bw.
-func (d *Daemon) serveAttach(r io.Reader, bw *bufio.Writer, id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d.opts.AttachStartWait)
-	j, err := d.await(ctx, id)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("console %s did not start within %v: %w", id, d.opts.AttachStartWait, agentapi.ErrUnknownJob)
+func (d *Daemon) serveAttach(a *attachment, r io.Reader, bw *bufio.Writer, id string) error {
+	if a.session != "" {
+		// Its process as it connected, before a wait in which it could
+		// go and its pid be taken.
+		p, err := namedProcess(a)
+		if err != nil {
+			return d.reply(bw, errorReply(err))
 		}
+		a.process = p
+	}
+	j, c, err := d.awaitConsole(id)
+	if err == nil {
+		if err = c.claim(a); err != nil {
+			err = fmt.Errorf("console %s: %w: it takes one attach at a time", id, err)
+		}
+	}
+	if err != nil {
+		a.drop()
 		return d.reply(bw, errorReply(err))
 	}
-	c := j.console
-	switch {
-	case !j.rec.Console:
-		return d.reply(bw, errorReply(fmt.Errorf("job %s is no console: it runs without a terminal", id)))
-	case c == nil:
-		return d.reply(bw, errorReply(fmt.Errorf("console %s ran under an earlier run of the agent, which restarted", id)))
-	}
-	if err := c.claim(); err != nil {
-		return d.reply(bw, errorReply(fmt.Errorf("console %s: %w: it takes one attach at a time", id, err)))
-	}
-	defer c.release()
+	defer func() {
+		if c.release(a) {
+			a.drop()
+		}
+	}()
 	if err := d.reply(bw, reply{}); err != nil {
 		c.hangup()
 		return err
 	}
-	d.log.V(1).Info("Console attached", "job", id)
+	d.log.V(1).Info("Console attached", "job", id, "session", a.session)
 	go c.input(r)
 	fctx, cancelFollow := context.WithCancel(context.Background())
 	defer cancelFollow()
@@ -339,4 +435,63 @@ func (d *Daemon) serveAttach(r io.Reader, bw *bufio.Writer, id string) error {
 		_, err := fmt.Fprintf(bw, "%c %d\n", exitLine, *code)
 		return err
 	})
+}
+
+// awaitConsole returns Console job id and its console, once it has started
+// (within AttachStartWait).
+func (d *Daemon) awaitConsole(id string) (*job, *console, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.opts.AttachStartWait)
+	defer cancel()
+	j, err := d.await(ctx, id)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, nil, fmt.Errorf("console %s did not start within %v: %w", id, d.opts.AttachStartWait, agentapi.ErrUnknownJob)
+	case err != nil:
+		return nil, nil, err
+	case !j.rec.Console:
+		return nil, nil, notConsole(id)
+	case j.console == nil:
+		return nil, nil, fmt.Errorf("console %s ran under an earlier run of the agent, which restarted", id)
+	}
+	return j, j.console, nil
+}
+
+func notConsole(id string) error {
+	return fmt.Errorf("job %s is no console: it runs without a terminal", id)
+}
+
+// Hangup hangs up the console of Console job id, as the end of its attach
+// does, and ends that attach (agentapi.Client.Hangup): with session, only
+// if the attach on the console is session's. A console that has ended is
+// left as it is.
+func (d *Daemon) Hangup(id, session string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if session != "" {
+		if err := checkSession(session); err != nil {
+			return err
+		}
+	}
+	j, err := d.lookup(id)
+	switch {
+	case err != nil:
+		return err
+	case !j.rec.Console:
+		return notConsole(id)
+	case j.console == nil, j.console.ended():
+		// An earlier run's console ended with that run.
+		return nil
+	}
+	a, ok := j.console.detach(session)
+	if !ok {
+		return nil
+	}
+	if j.console.hangup() {
+		d.log.V(1).Info("Console hung up: its attach was cut", "job", id, "session", session)
+	}
+	if a != nil {
+		a.end()
+	}
+	return nil
 }

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,90 +29,17 @@ func (d *daemon) startConsole(id, command string) agentapi.StartResponse {
 	return resp
 }
 
-// attachment is the attach subcommand run on a terminal of the test's, as
-// a TTY exec runs it in a worker pod: the test types into the master and
-// reads the screen from it.
-type attachment struct {
-	t      *testing.T
-	master *os.File
-	screen *utiltesting.SyncBuffer
-	cmd    *exec.Cmd
-	ended  chan struct{}
-	code   int
-}
-
-// attach runs the attach subcommand of job id on a new pseudo-terminal
-// of rows×cols, its controlling terminal.
-func (d *daemon) attach(t *testing.T, id string, rows, cols uint16) *attachment {
+// attach runs the attach subcommand of job id, with args, on a
+// terminal of rows×cols.
+func (d *daemon) attach(t *testing.T, id string, rows, cols uint16, args ...string) *agenttest.Attachment {
 	t.Helper()
-	master, slave, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	t.Cleanup(func() { master.Close() })
-	if err := pty.SetSize(master, rows, cols); err != nil {
-		t.Fatal(err)
-	}
-	a := &attachment{t: t, master: master, screen: &utiltesting.SyncBuffer{}, ended: make(chan struct{})}
-	a.cmd = agenttest.Command("attach", "--spool-dir", d.dir, "--job", id)
-	a.cmd.Stdin, a.cmd.Stdout, a.cmd.Stderr = slave, slave, slave
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	t.Cleanup(a.kill)
-	go func() { _, _ = io.Copy(a.screen, master) }()
-	go func() {
-		err := a.cmd.Wait()
-		a.code = a.cmd.ProcessState.ExitCode()
-		if err != nil && a.code < 0 {
-			a.code = -1
-		}
-		close(a.ended)
-	}()
-	return a
-}
-
-func (a *attachment) kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.ended
-}
-
-// typeLine types line and Enter.
-func (a *attachment) typeLine(line string) {
-	a.t.Helper()
-	if _, err := io.WriteString(a.master, line+"\r"); err != nil {
-		a.t.Fatalf("type %q: %v", line, err)
-	}
-}
-
-// waitScreen waits until the screen matches re, and returns the match.
-func (a *attachment) waitScreen(re string) []string {
-	a.t.Helper()
-	rx := regexp.MustCompile(re)
-	deadline := time.Now().Add(waitLong)
-	for {
-		if m := rx.FindStringSubmatch(a.screen.String()); m != nil {
-			return m
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("the screen never showed %q:\n%q", re, a.screen.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return agenttest.Attach(t, d.dir, id, rows, cols, args...)
 }
 
 // exitCode waits for the attach to end and returns its exit code.
-func (a *attachment) exitCode() int {
-	a.t.Helper()
-	select {
-	case <-a.ended:
-		return a.code
-	case <-time.After(waitLong):
-		a.t.Fatalf("the attach did not end; screen:\n%q", a.screen.String())
-		return 0
-	}
+func exitCode(t *testing.T, a *agenttest.Attachment) int {
+	t.Helper()
+	return a.Wait().ExitCode()
 }
 
 // TestConsole: a console runs its shell on a terminal that is its user's,
@@ -128,10 +53,10 @@ func TestConsole(t *testing.T) {
 			d, _ := isolated(t, mode.flags...)
 			d.startConsole("c", consoleShell)
 			a := d.attach(t, "c", 30, 100)
-			a.waitScreen("READY> ")
+			a.WaitScreen("READY> ")
 			uid := d.uidOf("c")
-			a.typeLine(`print answer=$((6*7)) uid=$(id -u) tty=$(stat -c %u $TTY) size=$(stty size | tr ' ' x)`)
-			m := a.waitScreen(`answer=42 uid=(\d+) tty=(\d+) size=(\S+)`)
+			a.TypeLine(`print answer=$((6*7)) uid=$(id -u) tty=$(stat -c %u $TTY) size=$(stty size | tr ' ' x)`)
+			m := a.WaitScreen(`answer=42 uid=(\d+) tty=(\d+) size=(\S+)`)
 			if m[1] != strconv.Itoa(uid) || m[2] != m[1] || uid == 0 {
 				t.Errorf("the shell runs as %s on a terminal of %s; want the job's user %d for both", m[1], m[2], uid)
 			}
@@ -140,20 +65,20 @@ func TestConsole(t *testing.T) {
 			}
 			// The resize reaches the attach as SIGWINCH, which sends it on;
 			// the shell is asked until it has it.
-			if err := pty.SetSize(a.master, 40, 140); err != nil {
+			if err := pty.SetSize(a.Master, 40, 140); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(waitLong)
-			for n := 0; !strings.Contains(a.screen.String(), "resized=40x140"); n++ {
+			for n := 0; !strings.Contains(a.Screen.String(), "resized=40x140"); n++ {
 				if time.Now().After(deadline) {
-					t.Fatalf("the shell never saw the new size:\n%q", a.screen.String())
+					t.Fatalf("the shell never saw the new size:\n%q", a.Screen.String())
 				}
-				a.typeLine(fmt.Sprintf(`print resized=$(stty size | tr ' ' x) try=%d`, n))
-				a.waitScreen(fmt.Sprintf(`resized=\S+ try=%d`, n))
+				a.TypeLine(fmt.Sprintf(`print resized=$(stty size | tr ' ' x) try=%d`, n))
+				a.WaitScreen(fmt.Sprintf(`resized=\S+ try=%d`, n))
 			}
-			a.typeLine("exit 3")
-			if code := a.exitCode(); code != 3 {
-				t.Errorf("the attach exited %d, want the shell's 3; screen:\n%q", code, a.screen.String())
+			a.TypeLine("exit 3")
+			if code := exitCode(t, a); code != 3 {
+				t.Errorf("the attach exited %d, want the shell's 3; screen:\n%q", code, a.Screen.String())
 			}
 			if got := code(t, d.exited("c")); got != 3 {
 				t.Errorf("the console ended with %d, want 3", got)
@@ -176,14 +101,14 @@ func TestConsoleHungUpWhenTheAttachEnds(t *testing.T) {
 	d, _ := isolated(t)
 	d.startConsole("cut", consoleShell)
 	a := d.attach(t, "cut", 24, 80)
-	a.waitScreen("READY> ")
-	a.typeLine("sleep 1000 &!; print started")
-	a.waitScreen("started")
-	a.master.Close()
+	a.WaitScreen("READY> ")
+	a.TypeLine("sleep 1000 &!; print started")
+	a.WaitScreen("started")
+	a.Master.Close()
 	if got := code(t, d.exited("cut")); !hungUp(got) {
 		t.Errorf("the console ended with %d, not of a hangup", got)
 	}
-	a.exitCode()
+	exitCode(t, a)
 	if uid := d.uidOf("cut"); len(userProcesses(uid)) > 0 {
 		t.Errorf("processes %v of the console's user %d are left", userProcesses(uid), uid)
 	}
@@ -297,3 +222,96 @@ func TestConsoleOneAttachAtATime(t *testing.T) {
 		t.Errorf("the first attach: %v", err)
 	}
 }
+
+// TestConsoleHangup: a hangup of its attach's session ends an attached
+// console whose attach never learns that its exec was cut, as under a
+// runtime that keeps a cut TTY exec's terminal open and reads it no more,
+// so that the attach is stuck writing to it: the attach's process is
+// killed, the console ends of the hangup, and nothing of its user is
+// left. A new attach right after it is not refused, but gets the
+// console's end; a hangup again, of the session or of none, does nothing.
+func TestConsoleHangup(t *testing.T) {
+	d, _ := isolated(t)
+	d.startConsole("cut", consoleShell)
+	a := d.attach(t, "cut", 24, 80, "--session=s1")
+	a.WaitScreen("READY> ")
+	uid := d.uidOf("cut")
+	a.TypeLine("sleep 1000 &!; print started")
+	a.WaitScreen("started")
+	a.Stall()
+	// More output than the terminal and the socket hold: the attach is
+	// stuck writing it.
+	a.TypeLine("print -l {1..200000}; print printed")
+	d.waitOutput("cut", "\nprinted")
+
+	if err := d.c.Hangup(ctxFor(t, waitShort), "cut", "s1"); err != nil {
+		t.Fatalf("hangup: %v", err)
+	}
+	again := d.attach(t, "cut", 24, 80, "--session=s2")
+	if !a.Killed() {
+		t.Errorf("the stuck attach ended with %v, want killed", a.Cmd.ProcessState)
+	}
+	got := code(t, d.exited("cut"))
+	if !hungUp(got) {
+		t.Errorf("the console ended with %d, not of a hangup", got)
+	}
+	if code := exitCode(t, again); code != got {
+		t.Errorf("the attach after the hangup exited %d, want the console's %d; screen:\n%q", code, got, tail(again.Screen.String()))
+	}
+	if left := userProcesses(uid); len(left) > 0 {
+		t.Errorf("processes %v of the console's user %d are left", left, uid)
+	}
+	for _, session := range []string{"s1", ""} {
+		if err := d.c.Hangup(ctxFor(t, waitShort), "cut", session); err != nil {
+			t.Errorf("hangup %q of the ended console: %v", session, err)
+		}
+	}
+}
+
+// TestConsoleHangupOfAnotherAttach: a hangup that names an attach that is
+// not the console's (one refused as a second attach) leaves the console
+// and its attach alone; one of no session hangs the console up, whatever
+// its attach; a job that is no console is refused and left alone, by the
+// client as by the subcommand.
+func TestConsoleHangupOfAnotherAttach(t *testing.T) {
+	d := startDaemon(t)
+	d.startConsole("live", consoleShell)
+	a := d.attach(t, "live", 24, 80, "--session=mine")
+	a.WaitScreen("READY> ")
+	second := agenttest.Command("attach", "--spool-dir", d.dir, "--job", "live", "--session=second")
+	if out, err := second.CombinedOutput(); second.ProcessState.ExitCode() != agentapi.ExitAttached {
+		t.Fatalf("a second attach: %v, %q; want it refused", err, out)
+	}
+	if err := d.c.Hangup(ctxFor(t, waitShort), "live", "second"); err != nil {
+		t.Errorf("hangup of the refused attach: %v", err)
+	}
+	a.TypeLine("print still=$((6*7))")
+	a.WaitScreen("still=42")
+
+	d.start("plain", "sleep 1000", false)
+	if err := d.c.Hangup(ctxFor(t, waitShort), "plain", ""); err == nil || !strings.Contains(err.Error(), "no console") {
+		t.Errorf("hangup of a Fork job: %v, want it refused", err)
+	}
+	cmd := agenttest.Command("hangup", "--spool-dir", d.dir, "--job", "plain")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "no console") {
+		t.Errorf("the hangup subcommand on a Fork job: %v, %q; want exit 1", err, out)
+	}
+	d.stillRunning("plain", time.Second)
+	if err := d.c.Hangup(ctxFor(t, waitShort), "none", ""); !errors.Is(err, agentapi.ErrUnknownJob) {
+		t.Errorf("hangup of no job: %v, want ErrUnknownJob", err)
+	}
+
+	cmd = agenttest.Command("hangup", "--spool-dir", d.dir, "--job", "live")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the hangup subcommand: %v, %q", err, out)
+	}
+	if got := code(t, d.exited("live")); !hungUp(got) {
+		t.Errorf("the console ended with %d, not of a hangup", got)
+	}
+	if !a.Killed() {
+		t.Errorf("the console's attach ended with %v, want killed", a.Cmd.ProcessState)
+	}
+}
+
+// tail is the end of a screen, for a message.
+func tail(screen string) string { return screen[max(0, len(screen)-512):] }

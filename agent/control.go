@@ -174,6 +174,8 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 		}
 	case agentapi.CmdDelivered:
 		err = c.Delivered(ctx, req.Job)
+	case agentapi.CmdHangup:
+		err = c.Hangup(ctx, req.Job, req.Session)
 	default:
 		err = fmt.Errorf("unknown control operation %q: %w", req.Op, agentapi.ErrUsage)
 	}

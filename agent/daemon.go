@@ -385,14 +385,14 @@ func (d *Daemon) stopAll() {
 		j.mu.Lock()
 		j.shutdown = true
 		j.mu.Unlock()
-		d.signal(j, agentapi.SIGTERM)
+		d.signal(j, agentapi.SIGTERM, false)
 	}
 	for _, j := range running {
 		select {
 		case <-j.done:
 		case <-deadline:
 			for _, j := range running {
-				d.signal(j, agentapi.SIGKILL)
+				d.signal(j, agentapi.SIGKILL, false)
 			}
 			for _, j := range running {
 				select {
@@ -682,11 +682,11 @@ func (d *Daemon) finish(j *job) {
 	// Its processes are gone: a kill of one of them is counted now.
 	d.oom.check(d, time.Now())
 	j.mu.Lock()
-	code, shutdown := j.code, j.shutdown
+	code, shutdown, signals := j.code, j.shutdown, slices.Clone(j.signals)
 	j.mu.Unlock()
 	st := j.spool.Stats()
 	ex := exitRecord{ExitCode: &code, EndedAt: time.Now(), OutputBytes: st.Written, DroppedBytes: st.Dropped, LastOutput: st.LastWrite,
-		Shutdown: shutdown, Files: d.countFiles(j)}
+		Shutdown: shutdown, Files: d.countFiles(j), Signals: signals}
 	disk := diskUsage(j.dir)
 	d.mu.Lock()
 	ex.OOMKills = j.oomKills

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
 )
@@ -126,11 +127,18 @@ func writeFile(root *os.Root, name string, r io.Reader, mode os.FileMode) error 
 	return f.Close()
 }
 
-// GetFiles writes the job's $SHELLJOB_OUT as a tar stream: directories,
-// regular files and symbolic links (as links; never followed).
-func (d *Daemon) GetFiles(id string, w io.Writer) error {
+// GetFiles writes the job's $SHELLJOB_OUT as a tar stream, from byte
+// offset of it on: directories, regular files and symbolic links (as
+// links; never followed). The stream of a job that has ended is the same
+// at every read (tarDir), so that a reader cut half way reads the rest
+// from the offset it reached. An offset past the stream's end writes
+// nothing.
+func (d *Daemon) GetFiles(id string, offset int64, w io.Writer) error {
 	if err := checkID(id); err != nil {
 		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("get files of %s: offset %d: an offset counts bytes from 0", id, offset)
 	}
 	root := filepath.Join(d.jobsDir, id, filesDir)
 	if _, err := os.Stat(root); err != nil {
@@ -139,7 +147,7 @@ func (d *Daemon) GetFiles(id string, w io.Writer) error {
 		}
 		return fmt.Errorf("get files of %s: %w", id, err)
 	}
-	if err := tarDir(root, w); err != nil {
+	if err := tarDir(root, offset, w); err != nil {
 		return fmt.Errorf("get files of %s: %w", id, err)
 	}
 	return nil
@@ -240,8 +248,19 @@ func eachEntry(d *os.File, fn func(fs.DirEntry) error) error {
 	}
 }
 
-func tarDir(root string, w io.Writer) error {
-	tw := tar.NewWriter(w)
+// tarDir writes the tar stream of root from byte offset on. The stream
+// depends on nothing a read changes: the entries come in walkOut's order,
+// and each header holds the entry's name, mode, size, owner and
+// modification time, never its access or change time, nor an owner's
+// name. So, once nothing writes in root (the job has ended, and its user's
+// processes with it), every read gives the same bytes, a directory of more
+// than dirBatch entries included, since a directory that does not change
+// lists its entries in the same order. The bytes before offset are made
+// and dropped, with the content of a file that lies wholly before it never
+// read.
+func tarDir(root string, offset int64, w io.Writer) error {
+	skip := &agentapi.Skipper{W: w, Skip: offset}
+	tw := tar.NewWriter(skip)
 	err := walkOut(root, func(p, rel string, fi fs.FileInfo) error {
 		var link string
 		switch {
@@ -263,18 +282,25 @@ func tarDir(root string, w io.Writer) error {
 			h.Name += "/"
 		}
 		h.Uname, h.Gname = "", ""
+		h.AccessTime, h.ChangeTime = time.Time{}, time.Time{}
 		if !fi.Mode().IsRegular() {
 			return tw.WriteHeader(h)
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if skip.Skip >= h.Size {
+			// Wholly before the offset: dropped unread.
+			_, err := io.CopyN(tw, zeros{}, h.Size)
+			return err
 		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		// A file that grows while it is read is cut at its size in the header.
+		// A file that grows while it is read is cut at its size in the
+		// header; one that shrinks fails the stream.
 		_, err = io.CopyN(tw, f, h.Size)
 		return err
 	})
@@ -282,4 +308,12 @@ func tarDir(root string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// zeros reads zero bytes without end.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +142,66 @@ func liveHeapGrowth(f func() error) (int64, error) {
 	err := f()
 	close(done)
 	return <-peak - before, err
+}
+
+// The tar stream of a directory that nothing writes in is the same at
+// every read, whatever the reads in between did (a read moves a file's
+// access time), a directory of more entries than a walk reads at once
+// included; from an offset, it is the same stream's rest.
+func TestTarDirFromAnOffset(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel string, data []byte) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([]byte, 300<<10)
+	for i := range big {
+		big[i] = byte(i * 31)
+	}
+	write("a/big.bin", big)
+	write("a/small.txt", []byte("small\n"))
+	for i := range dirBatch + 100 {
+		write(filepath.Join("many", fmt.Sprintf("f%05d", (i*7919)%(dirBatch+100))), []byte(strconv.Itoa(i)))
+	}
+	if err := os.Symlink("a/small.txt", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tarOf := func(offset int64) []byte {
+		t.Helper()
+		var b bytes.Buffer
+		if err := tarDir(root, offset, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	whole := tarOf(0)
+	// Read every file, as the first reader's unpacking would not, but a
+	// command of the worker might.
+	if err := walkOut(root, func(p, _ string, fi fs.FileInfo) error {
+		if fi.Mode().IsRegular() {
+			_, err := os.ReadFile(p)
+			return err
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if again := tarOf(0); !bytes.Equal(again, whole) {
+		t.Fatalf("a second read of %d bytes differs from the first, of %d", len(again), len(whole))
+	}
+	n := int64(len(whole))
+	for _, offset := range []int64{1, 511, 512, 513, 1024, 100 << 10, 300 << 10, n / 2, n - 1024, n - 1, n, n + 10} {
+		got := tarOf(offset)
+		want := whole[min(offset, n):]
+		if !bytes.Equal(got, want) {
+			t.Errorf("from offset %d: %d bytes that differ from the stream's last %d", offset, len(got), len(want))
+		}
+	}
 }

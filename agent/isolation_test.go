@@ -104,7 +104,7 @@ func wantDenied(uid int) string {
 func (d *daemon) filesOf(id string) map[string]string {
 	d.t.Helper()
 	var out bytes.Buffer
-	if err := d.c.GetFiles(ctxFor(d.t, waitShort), id, &out); err != nil {
+	if err := d.c.GetFiles(ctxFor(d.t, waitShort), id, 0, &out); err != nil {
 		d.t.Fatalf("get files of %s: %v", id, err)
 	}
 	got := map[string]string{}

@@ -62,6 +62,8 @@ type exitRecord struct {
 	Shutdown     bool      `json:"shutdown,omitempty"`
 	// Files is nil in the records of agents that did not count them.
 	Files *agentapi.Files `json:"files,omitempty"`
+	// Signals were sent to the group when asked (Daemon.Signal).
+	Signals []agentapi.SentSignal `json:"signals,omitempty"`
 }
 
 type job struct {
@@ -108,6 +110,8 @@ type job struct {
 	groupGone bool
 	// shutdown: the agent stopped the job on its way out, as its pod ends.
 	shutdown bool
+	// signals were sent when asked (Daemon.Signal), for its exit record.
+	signals []agentapi.SentSignal
 }
 
 func newJob(id, dir string, rec jobRecord, sp *spool.Spool) *job {
@@ -151,6 +155,7 @@ func (j *job) exitedEvent() agentapi.Event {
 		Type: agentapi.EventExited, Job: j.id, Time: j.exit.EndedAt, PGID: j.rec.PGID,
 		ExitCode: j.exit.ExitCode, Lost: j.exit.Lost, OOMKills: j.exit.OOMKills, Shutdown: j.exit.Shutdown,
 		OutputBytes: j.exit.OutputBytes, DroppedBytes: j.exit.DroppedBytes, Files: j.exit.Files,
+		Signals: j.exit.Signals,
 	}
 	if !j.exit.LastOutput.IsZero() {
 		t := j.exit.LastOutput
@@ -375,10 +380,12 @@ func (d *Daemon) Signal(id string, sig agentapi.Signal) (agentapi.SignalResponse
 	if err != nil {
 		return agentapi.SignalResponse{}, err
 	}
-	return d.signal(j, sig)
+	return d.signal(j, sig, true)
 }
 
-func (d *Daemon) signal(j *job, sig agentapi.Signal) (agentapi.SignalResponse, error) {
+// signal sends sig to j's group; asked records it for the job's exit, as a
+// stop its client asked for (the agent's own stop on its way out is not).
+func (d *Daemon) signal(j *job, sig agentapi.Signal, asked bool) (agentapi.SignalResponse, error) {
 	s, err := sysSignal(sig)
 	if err != nil {
 		return agentapi.SignalResponse{}, err
@@ -396,6 +403,11 @@ func (d *Daemon) signal(j *job, sig agentapi.Signal) (agentapi.SignalResponse, e
 		return agentapi.SignalResponse{GroupEmpty: true}, nil
 	}
 	alive, err := proc.Signal(j.rec.PGID, s)
+	if err == nil && alive && asked {
+		// Under j.mu, as finish reads them: the exit that this signal
+		// causes cannot be recorded without it.
+		j.signals = append(j.signals, agentapi.SentSignal{Signal: sig, Time: time.Now()})
+	}
 	j.mu.Unlock()
 	if err != nil {
 		return agentapi.SignalResponse{}, fmt.Errorf("signal %s: %w", j.id, err)

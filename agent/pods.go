@@ -62,6 +62,14 @@ func (p Pods) Delivered(ctx context.Context, pod types.NamespacedName, job strin
 	return nil
 }
 
+// Hangup implements agentapi.Client.
+func (p Pods) Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error {
+	if err := p.client(pod).Hangup(ctx, job, session); err != nil {
+		return fmt.Errorf("hangup %s in %s: %w", job, pod, err)
+	}
+	return nil
+}
+
 // Follow implements agentapi.Client.
 func (p Pods) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
 	n, err := p.client(pod).Follow(ctx, job, offset, w)
@@ -92,8 +100,8 @@ func (p Pods) PutFiles(ctx context.Context, pod types.NamespacedName, job string
 }
 
 // GetFiles implements agentapi.Client.
-func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	if err := p.client(pod).GetFiles(ctx, job, w); err != nil {
+func (p Pods) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
+	if err := p.client(pod).GetFiles(ctx, job, offset, w); err != nil {
 		return fmt.Errorf("get files of %s in %s: %w", job, pod, err)
 	}
 	return nil

@@ -24,7 +24,12 @@ func (d *Daemon) serve(conn net.Conn) {
 		return
 	}
 	log := d.log.WithValues("op", req.Op, "job", req.Job)
-	if err := d.handle(rest, bw, req); err != nil {
+	if req.Op == agentapi.CmdAttach {
+		err = d.serveAttach(&attachment{session: req.Session, conn: conn}, rest, bw, req.Job)
+	} else {
+		err = d.handle(rest, bw, req)
+	}
+	if err != nil {
 		log.V(1).Info("Request ended", "error", err.Error())
 	}
 }
@@ -110,10 +115,10 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		return d.reply(bw, reply{Signal: &resp})
 
 	case agentapi.CmdDelivered:
-		if err := d.Delivered(req.Job); err != nil {
-			return d.reply(bw, errorReply(err))
-		}
-		return d.reply(bw, reply{})
+		return d.reply(bw, errorReply(d.Delivered(req.Job)))
+
+	case agentapi.CmdHangup:
+		return d.reply(bw, errorReply(d.Hangup(req.Job, req.Session)))
 
 	case agentapi.CmdEvents:
 		if err := d.reply(bw, reply{}); err != nil {
@@ -169,9 +174,6 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		stop()
 		return fw.end(pos)
 
-	case agentapi.CmdAttach:
-		return d.serveAttach(r, bw, req.Job)
-
 	case agentapi.CmdPutFiles:
 		if err := d.PutFiles(req.Job, r); err != nil {
 			return d.reply(bw, errorReply(err))
@@ -185,7 +187,7 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 		if err := d.reply(bw, reply{}); err != nil {
 			return err
 		}
-		if err := d.GetFiles(req.Job, bw); err != nil {
+		if err := d.GetFiles(req.Job, req.Offset, bw); err != nil {
 			return err
 		}
 		return bw.Flush()

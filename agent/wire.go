@@ -10,7 +10,7 @@ import (
 // sends one request line (JSON); the daemon answers one reply line (JSON),
 // then the stream of the operation:
 //
-//	start, signal, delivered  nothing more
+//	start, signal, delivered, hangup  nothing more
 //	events         Event JSON lines, until either side closes
 //	follow         the framed follow stream (agentapi.FollowMagic), with
 //	               its keepalives, until its e frame; the reply to an
@@ -20,7 +20,10 @@ import (
 //	               its start, until its e frame, then the line "x CODE":
 //	               the exit status of its command; the reply comes once
 //	               the console has started. The client sends its input
-//	               frames (console.go) after the request line.
+//	               frames (console.go) after the request line. An attach
+//	               with a session is the process that connected: a hangup
+//	               of its session kills it (the attach subcommand alone
+//	               names one).
 //
 // put-files sends its tar stream after the request line and half-closes;
 // the reply comes after it. A client that closes its side of an events or
@@ -38,6 +41,8 @@ type request struct {
 	Start  *agentapi.StartRequest `json:"start,omitempty"`
 	Signal agentapi.Signal        `json:"signal,omitempty"`
 	Offset int64                  `json:"offset,omitempty"`
+	// Session names an attach, and the attach a hangup ends.
+	Session string `json:"session,omitempty"`
 }
 
 type reply struct {
@@ -81,4 +86,10 @@ func ExitCode(err error) int {
 	return 1
 }
 
-func errorReply(err error) reply { return reply{Error: err.Error(), Code: ExitCode(err)} }
+// errorReply is the reply of err; an empty one for nil.
+func errorReply(err error) reply {
+	if err == nil {
+		return reply{}
+	}
+	return reply{Error: err.Error(), Code: ExitCode(err)}
+}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gotd/td/tg"
-	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -583,11 +582,11 @@ func (c *crasher) hang(ctx context.Context, method string) error {
 	return ctx.Err()
 }
 
-func (c *crasher) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+func (c *crasher) GetFiles(ctx context.Context, job string, w io.Writer) error {
 	if err := c.hang(ctx, "GetFiles"); err != nil {
 		return err
 	}
-	return c.Cluster.GetFiles(ctx, pod, job, w)
+	return c.Cluster.GetFiles(ctx, job, w)
 }
 
 func (c *crasher) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
@@ -597,11 +596,11 @@ func (c *crasher) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mo
 	return c.Cluster.FollowText(ctx, sj, mode, w)
 }
 
-func (c *crasher) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
+func (c *crasher) PutFiles(ctx context.Context, job string, r io.Reader) error {
 	if err := c.hang(ctx, "PutFiles"); err != nil {
 		return err
 	}
-	return c.Cluster.PutFiles(ctx, pod, job, r)
+	return c.Cluster.PutFiles(ctx, job, r)
 }
 
 func (c *crasher) As(id identity.Identity) bot.Person { return crasherPerson{c.Cluster.As(id), c} }

@@ -17,10 +17,12 @@ import (
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/identity"
+	"shelljob.dev/shelljob/internal/streamclient"
 	"shelljob.dev/shelljob/internal/testenv"
 )
 
@@ -31,11 +33,12 @@ func TestMain(m *testing.M) { clustertest.Main(m, &apiServer) }
 
 // env is a bot under test: the fake Telegram, and the real operator with
 // real agents on envtest (clustertest), with the bot between them,
-// connected over real MTProto and the Kubernetes API. The chart's
-// ServiceAccounts, RBAC and admission policies are installed on the
-// test's namespace (charttest): the bot reaches the API server with its
-// ServiceAccount's token, and acts for each admin by impersonating the
-// identity the chart maps them to, as in production.
+// connected over real MTProto, the Kubernetes API and the stream API that
+// the operator serves. The chart's ServiceAccounts, RBAC and admission
+// policies are installed on the test's namespace (charttest): the bot
+// reaches the API server and the stream API with its ServiceAccount's
+// token, and acts for each admin by impersonating the identity the chart
+// maps them to, as in production.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
@@ -119,8 +122,12 @@ type envOptions struct {
 	files bot.FileLimits
 	// wrapTG, when set, puts a layer between the bot and Telegram.
 	wrapTG func(bot.Telegram) bot.Telegram
-	// streamIdle, when set, is the agents' idle limit of a stream.
+	// streamIdle, when set, is the bot's idle limit of a stream of the
+	// stream API.
 	streamIdle time.Duration
+	// streamAgent, when set, puts a layer between the stream API's server
+	// and the agents.
+	streamAgent func(agentapi.Client) agentapi.Client
 	// outputMemory is the bot's Config.OutputMemory.
 	outputMemory int64
 	// pools are more pools beside the bot's (shell).
@@ -150,7 +157,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.users != nil {
 		o.users(e)
 	}
-	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamIdle: o.streamIdle, Pools: o.pools, WorkersApart: true})
+	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamIdle: o.streamIdle,
+		StreamAgent: o.streamAgent, Pools: o.pools, WorkersApart: true})
 	e.kube = e.botCluster()
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
 	stopBot := e.startBot()
@@ -195,8 +203,12 @@ func (e *env) botCluster() *kube.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kube.Cluster{Client: c, Namespace: e.cluster.Namespace, WorkerNamespace: e.cluster.WorkerNamespace,
-		Agent: e.cluster.Agents, Cache: jobs, People: kube.NewPeople(cfg, options)}
+	stream, err := streamclient.New(e.cluster.Stream.Config(cfg),
+		streamclient.Options{Namespace: e.cluster.Namespace, StreamIdle: e.opts.streamIdle, Clock: e.opts.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kube.Cluster{Client: c, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs, People: kube.NewPeople(cfg, options)}
 }
 
 // send sends text as u in chat and returns the message.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/identity"
@@ -76,29 +74,39 @@ type PoolReader interface {
 	Pool(ctx context.Context, name string) (*shellv1alpha1.ShellPool, error)
 }
 
-// ErrWorkerGone is wrapped by a Follow that can never succeed: the pod the
-// job ran on is gone, or another took its name.
+// ErrWorkerGone is wrapped by a Follow, FollowText or GetFiles that can
+// never succeed: the job's output and files are lost, its worker pod gone
+// or replaced by another of its name, or its spool removed.
 var ErrWorkerGone = errors.New("the job's worker pod is gone")
 
-// OutputFollower streams a job's output from its worker's agent.
+// OutputFollower streams a job's output.
 type OutputFollower interface {
-	// Follow copies the output of job from byte offset to w, from the
-	// agent of the worker the job ran on (Status.Pod), until the output is
-	// closed, and returns the offset reached, as agentapi.Client.Follow
-	// does. It fails, rather than read it, when the pod of that name is
-	// not the one the job ran on (a replacement that took its name), or
-	// when it is gone, with an error wrapping ErrWorkerGone.
+	// Follow copies the output of job from byte offset to w until the
+	// output is closed, and returns the offset reached, as
+	// agentapi.Client.Follow does. With agentapi.AwaitStart it waits for
+	// the job's start, wherever the job is placed, and follows it from 0,
+	// so that it may be called as soon as the job exists; the output of a
+	// job that ends without running is empty. A broken stream is followed
+	// again from the offset it reached, until ctx ends. It fails at once
+	// when the output can no longer be read, with an error wrapping
+	// ErrWorkerGone, or when the cluster refuses it.
 	Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error)
 	// FollowText writes the job's output from its start to w as its final
-	// shows it, in mode, made by the agent (agentapi.Client.FollowText),
-	// from the same worker as Follow, with the same errors.
+	// shows it, in mode, made on the worker (agentapi.Client.FollowText),
+	// with Follow's errors. A stream cut after its first byte fails: read
+	// it again from its start.
 	FollowText(ctx context.Context, job *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error
 }
 
-// FileMover moves a job's $SHELLJOB_OUT files, as agentapi.Client does.
+// FileMover moves the files of a job's $SHELLJOB_OUT, by the job's name.
 type FileMover interface {
-	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
-	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+	// PutFiles unpacks the tar stream into the $SHELLJOB_OUT of job, held
+	// (spec.hold) and not started: its input files.
+	PutFiles(ctx context.Context, job string, tar io.Reader) error
+	// GetFiles writes the $SHELLJOB_OUT of job, which started, to w as a
+	// tar stream; a broken stream goes on from where it was cut. It fails
+	// with an error wrapping ErrWorkerGone when the files are lost.
+	GetFiles(ctx context.Context, job string, w io.Writer) error
 }
 
 // Cluster is everything the bot asks of the cluster. As itself it keeps

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
@@ -18,21 +16,20 @@ import (
 )
 
 // putFiles puts the replied-to message's files into the held job's
-// directory once it has a pod, then lets it start.
+// directory once it has a worker, then lets it start. The put waits for
+// the placement: its request would otherwise wait for it too, and the API
+// server cuts a files request after its timeout (a minute), however long
+// the job is queued.
 func (r *run) putFiles(ctx context.Context) {
 	b := r.b
 	// The files are let go once the worker has them, not when the job ends.
 	defer closeFiles(r.files)
-	var pod string
 	for {
 		obj, next := r.watchObj()
-		if obj != nil {
-			if shelljob.IsFinished(obj) {
-				return
-			}
-			pod = obj.Status.Pod
+		if obj != nil && shelljob.IsFinished(obj) {
+			return
 		}
-		if pod != "" {
+		if obj != nil && obj.Status.Pod != "" {
 			break
 		}
 		select {
@@ -41,7 +38,7 @@ func (r *run) putFiles(ctx context.Context) {
 			return
 		}
 	}
-	// The tar is streamed from the files as the exec reads it.
+	// The tar is streamed from the files as the request reads it.
 	pr, pw := io.Pipe()
 	tarred := make(chan struct{})
 	go func() {
@@ -50,8 +47,7 @@ func (r *run) putFiles(ctx context.Context) {
 	}()
 	defer func() { <-tarred }()
 	defer pr.Close()
-	ns := r.latest().Namespace
-	if err := b.cluster.PutFiles(ctx, types.NamespacedName{Namespace: ns, Name: pod}, r.job.UID, pr); err != nil {
+	if err := b.cluster.PutFiles(ctx, r.job.Name, pr); err != nil {
 		// The command must not run without its files.
 		b.cfg.Log.Error(err, "Could not put the input files; stopping the job before it runs", "job", r.job.Name)
 		r.setEndNote(texts.InFilesNotPut)
@@ -86,7 +82,7 @@ func writeTar(w io.Writer, files []File) error {
 var photoExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".webp": true}
 
 // sendFiles streams the files the command left in $SHELLJOB_OUT to the
-// chat, each from the agent's tar stream straight into its upload, within
+// chat, each from the job's tar stream straight into its upload, within
 // the file limits (outfiles); a note names the files not sent, and counts
 // those past the count of files. The attempt is recorded on the job
 // first: a bot that dies sending them (a file too big for its memory, say)
@@ -112,8 +108,7 @@ func (r *run) sendFiles(ctx context.Context) {
 	r.job.SetSending(stopSending)
 	defer r.job.SetSending(nil)
 	pr, pw := io.Pipe()
-	pod := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Status.Pod}
-	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, pod, r.job.UID, pw)) }()
+	go func() { pw.CloseWithError(b.cluster.GetFiles(ctx, r.job.Name, pw)) }()
 	// Closing the reader ends a GetFiles still writing.
 	defer pr.Close()
 	inputs := map[string]bool{}

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/faketg"
@@ -37,9 +35,9 @@ func (c *countedFiles) Watch(ctx context.Context, name string, fn func(*shellv1a
 	})
 }
 
-func (c *countedFiles) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+func (c *countedFiles) GetFiles(ctx context.Context, job string, w io.Writer) error {
 	c.getFiles.Add(1)
-	return c.Cluster.GetFiles(ctx, pod, job, w)
+	return c.Cluster.GetFiles(ctx, job, w)
 }
 
 // The bot asks for a job's files only when its status counts some, or

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -240,27 +238,15 @@ func TestResumedPreviewKeepsOutput(t *testing.T) {
 	}
 }
 
-// lateFollow fails every follow until a time, as execs into a busy worker
-// may, then follows.
-type lateFollow struct {
-	bot.Cluster
-	until *atomic.Pointer[time.Time]
-}
-
-func (l lateFollow) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
-	if until := l.until.Load(); until == nil || time.Now().Before(*until) {
-		return offset, fmt.Errorf("exec: connection reset by peer")
-	}
-	return l.Cluster.Follow(ctx, job, offset, w)
-}
-
 // A job that ended on a live worker gets its whole output, however long
-// after the end its follow succeeds; only a lost worker cuts it.
+// after the end its follow succeeds (here, the stream API cannot be
+// reached until then); only a lost worker cuts it.
 func TestFinalWaitsForALiveWorkersOutput(t *testing.T) {
-	var until atomic.Pointer[time.Time]
-	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return lateFollow{c, &until} }})
+	e := newEnv(t, envOptions{})
+	e.cluster.Stream.Refuse(true)
+	reached := time.AfterFunc(bot.OutputGrace+2*time.Second, func() { e.cluster.Stream.Refuse(false) })
+	defer reached.Stop()
 	since := e.srv.Seq()
-	until.Store(ptr.To(time.Now().Add(bot.OutputGrace + 2*time.Second)))
 	m := e.send(e.admin, e.group, ".a echo hi")
 	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "hi" {
 		t.Errorf("final = %q", ev.Text)

@@ -3,22 +3,10 @@ package bot
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
-	"shelljob.dev/shelljob/internal/shelljob"
-)
-
-// FollowRetry is the wait before following a job's output again after the
-// stream broke; the follow resumes from the byte it reached. The wait
-// doubles while the streams read nothing, up to FollowRetryMax, so that a
-// worker that cannot be reached is not asked once a second.
-const (
-	FollowRetry    = time.Second
-	FollowRetryMax = 30 * time.Second
 )
 
 // startFollow starts the job's follower in the bot's set, under ctx. It
@@ -36,98 +24,47 @@ func (r *run) startFollow(ctx context.Context) (stop func(), followed <-chan str
 	return f.Stop, f.Done()
 }
 
-// follow copies the job's output into the buffer once it runs, resuming
-// after a broken stream, and returns when the output is closed, the job
-// ended without running, or ctx ended.
+// follow copies the job's output into the buffer, from its start, or from
+// followFrom for a job taken over after a restart of the bot, and returns
+// when the output is closed, can no longer be read, or ctx ended. The
+// cluster's follow waits for the start, follows the job wherever it is
+// placed, and resumes a broken stream from where it was cut: nothing is
+// left for the bot to try again.
 func (r *run) follow(ctx context.Context) {
-	// offset counts the bytes the command wrote up to where the stream
-	// reached, as the agent does. It is not what the buffer got: a gap
-	// in the spool comes as one line in place of the bytes it skipped.
-	offset := r.followFrom
-	retry := FollowRetry
-	for {
-		obj, ok := r.placed(ctx)
-		if !ok {
-			return
-		}
-		from, fctx, cancel := offset, ctx, context.CancelFunc(func() {})
-		var watched sync.WaitGroup
-		if !obj.Status.Ran && offset == 0 {
-			// Opened as soon as the job is placed, the follow overlaps the
-			// start: the agent holds it until the command runs.
-			from = agentapi.AwaitStart
-			fctx, cancel = context.WithCancel(ctx)
-			watched.Go(func() { r.cancelUnlessStarted(fctx, cancel, obj.Status.Pod) })
-		}
-		reached, err := r.b.cluster.Follow(fctx, r.latest(), from, r.buf.Writer(liveoutput.Stdout))
-		moved := fctx.Err() != nil && ctx.Err() == nil
-		cancel()
-		// The follower ends with the watch it started.
-		watched.Wait()
-		if reached > offset {
-			offset, retry = reached, FollowRetry
-		}
-		if err == nil {
-			r.complete.Store(true)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if moved {
-			continue // placed again, or ended without running
-		}
-		if errors.Is(err, ErrWorkerGone) {
-			r.b.cfg.Log.Info("The output can no longer be read: its worker is gone", "job", r.job.Name, "error", err.Error())
-			return
-		}
-		r.b.cfg.Log.V(1).Info("Output stream broke; following again", "job", r.job.Name, "error", err.Error())
-		select {
-		case <-r.b.cfg.Clock.After(retry):
-		case <-ctx.Done():
-			return
-		}
-		retry = min(2*retry, FollowRetryMax)
+	obj, ok := r.observed(ctx)
+	if !ok {
+		return
+	}
+	from := r.followFrom
+	if from == 0 {
+		// Opened at once, the follow overlaps the job's placement and its
+		// start: it is held until the command runs.
+		from = agentapi.AwaitStart
+	}
+	_, err := r.b.cluster.Follow(ctx, obj, from, r.buf.Writer(liveoutput.Stdout))
+	switch {
+	case err == nil:
+		r.complete.Store(true)
+	case ctx.Err() != nil:
+	case errors.Is(err, ErrWorkerGone):
+		r.b.cfg.Log.Info("The output can no longer be read: its worker is gone", "job", r.job.Name, "error", err.Error())
+	default:
+		r.b.cfg.Log.Error(err, "Could not read the job's output", "job", r.job.Name)
 	}
 }
 
-// placed waits until the job has a worker, and tells false if it ended
-// without running, or ctx ended, first.
-func (r *run) placed(ctx context.Context) (*shellv1alpha1.ShellJob, bool) {
+// observed waits until the job's watch has seen it, and tells false if ctx
+// ended first.
+func (r *run) observed(ctx context.Context) (*shellv1alpha1.ShellJob, bool) {
 	for {
 		obj, next := r.watchObj()
-		switch {
-		case obj != nil && shelljob.IsFinished(obj) && !obj.Status.Ran:
-			return nil, false
-		case obj != nil && obj.Status.Pod != "":
+		if obj != nil {
 			return obj, true
 		}
 		select {
 		case <-next:
 		case <-ctx.Done():
 			return nil, false
-		}
-	}
-}
-
-// cancelUnlessStarted cancels a follow that awaits the job's start on pod
-// once the job is placed elsewhere (its worker was lost before the start)
-// or ends without running.
-func (r *run) cancelUnlessStarted(ctx context.Context, cancel context.CancelFunc, pod string) {
-	for {
-		obj, next := r.watchObj()
-		switch {
-		case obj == nil:
-		case obj.Status.Ran && obj.Status.Pod == pod:
-			return
-		case obj.Status.Pod != pod || shelljob.IsFinished(obj):
-			cancel()
-			return
-		}
-		select {
-		case <-next:
-		case <-ctx.Done():
-			return
 		}
 	}
 }

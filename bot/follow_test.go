@@ -8,22 +8,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
-// gappyAgent serves a job's output as an agent whose spool did not keep
-// the bytes [gapFrom, gapTo), and whose first stream breaks cutAfter bytes
-// past the gap.
+// gappyAgent is an agent, as the stream API's server reaches it, that
+// serves a job's output as one whose spool did not keep the bytes
+// [gapFrom, gapTo), and whose first stream breaks cutAfter bytes past the
+// gap.
 type gappyAgent struct {
-	bot.Cluster
+	agentapi.Client
 	gapFrom, gapTo, cutAfter int64
 
 	mu      sync.Mutex
@@ -32,14 +31,14 @@ type gappyAgent struct {
 
 var errCut = errors.New("stream cut")
 
-func (g *gappyAgent) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
+func (g *gappyAgent) Follow(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
 	g.mu.Lock()
 	g.offsets = append(g.offsets, offset)
 	first := len(g.offsets) == 1
 	g.mu.Unlock()
 	// The whole output, as the command wrote it, once it has started.
 	var all bytes.Buffer
-	if _, err := g.Cluster.Follow(ctx, job, min(offset, 0), &all); err != nil {
+	if _, err := g.Client.Follow(ctx, pod, job, min(offset, 0), &all); err != nil {
 		return offset, err
 	}
 	offset = max(offset, 0)
@@ -48,28 +47,26 @@ func (g *gappyAgent) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, of
 	if first {
 		end = g.gapTo + g.cutAfter
 	}
+	sink := agentapi.SinkOf(w)
 	if offset < g.gapFrom {
-		n, err := w.Write(data[offset:g.gapFrom])
-		offset += int64(n)
-		if err != nil {
+		if err := sink.Data(data[offset:g.gapFrom]); err != nil {
 			return offset, err
 		}
+		offset = g.gapFrom
 	}
 	if offset < g.gapTo {
-		if _, err := io.WriteString(w, agentapi.GapLine(g.gapTo-offset)); err != nil {
+		if err := sink.Gap(g.gapTo - offset); err != nil {
 			return offset, err
 		}
 		offset = g.gapTo
 	}
-	n, err := w.Write(data[offset:end])
-	offset += int64(n)
-	if err != nil {
+	if err := sink.Data(data[offset:end]); err != nil {
 		return offset, err
 	}
 	if first {
-		return offset, errCut
+		return end, errCut
 	}
-	return offset, nil
+	return end, nil
 }
 
 // seqText is what seq 1 n writes.
@@ -88,7 +85,7 @@ func TestFollowResumesAfterGap(t *testing.T) {
 	head := int64(len(seqText(1, 99)))
 	gapTo := int64(len(seqText(1, 199)))
 	g := &gappyAgent{gapFrom: head, gapTo: gapTo, cutAfter: int64(len(seqText(200, 210)))}
-	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { g.Cluster = c; return g }})
+	e := newEnv(t, envOptions{streamAgent: func(a agentapi.Client) agentapi.Client { g.Client = a; return g }})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a seq 1 300")
 	fin := e.wait(since, "the final", sendTo(e.group, m.ID))
@@ -105,53 +102,44 @@ func TestFollowResumesAfterGap(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// The first follow may have been opened at the placement, to wait for
-	// the start.
+	// The first follow is opened at the create, to wait for the start.
 	if len(g.offsets) != 2 || max(g.offsets[0], 0) != 0 || g.offsets[1] != gapTo+g.cutAfter {
 		t.Errorf("follow offsets = %v, want [0 %d] (or AwaitStart first)", g.offsets, gapTo+g.cutAfter)
 	}
 }
 
-// brokenStreams is a cluster whose output streams all break at once.
-type brokenStreams struct {
-	bot.Cluster
-	calls atomic.Int32
-}
-
-func (b *brokenStreams) Follow(_ context.Context, _ *shellv1alpha1.ShellJob, offset int64, _ io.Writer) (int64, error) {
-	b.calls.Add(1)
-	return offset, errCut
-}
-
-// A stream that keeps breaking without reading anything is opened again
-// after a wait that doubles, 1 s, 2 s, 4 s…: an agent that cannot be
-// reached is not asked once a second. The bot runs on a fake clock that
-// only the test moves.
+// A stream that keeps breaking without reading anything (here, the stream
+// API cannot be reached) is opened again after a wait that doubles, 1 s,
+// 2 s, 4 s…: a server that cannot be reached is not asked once a second.
+// The bot runs on a fake clock that only the test moves.
 func TestFollowRetryBacksOff(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
-	broken := &brokenStreams{}
-	e := newEnv(t, envOptions{clock: fc, wrap: func(c bot.Cluster) bot.Cluster { broken.Cluster = c; return broken }})
+	e := newEnv(t, envOptions{clock: fc})
+	front := e.cluster.Stream
+	front.Refuse(true)
+	before := front.Connections()
+	follows := func() int64 { return front.Connections() - before }
 	e.send(e.admin, e.group, ".a sleep 60")
-	calls := func(want int32) {
+	calls := func(want int64) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
-		for broken.calls.Load() < want {
+		for follows() < want {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d follows, want %d", broken.calls.Load(), want)
+				t.Fatalf("%d follows, want %d", follows(), want)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if n := broken.calls.Load(); n != want {
+		if n := follows(); n != want {
 			t.Fatalf("%d follows, want %d", n, want)
 		}
 	}
 	calls(1)
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		fc.Step(wait - time.Millisecond)
-		calls(int32(i + 1))
+		calls(int64(i + 1))
 		fc.Step(time.Millisecond)
-		calls(int32(i + 2))
+		calls(int64(i + 2))
 	}
 	// Between the retries, the job's one follower still runs.
 	if n := e.bot.Followers().Len(); n != 1 {

@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -11,49 +12,44 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
 	"shelljob.dev/shelljob/internal/texts"
 )
 
-// hungStreamIdle is the agents' idle limit of a stream in these tests.
+// hungStreamIdle is the bot's idle limit of a stream in these tests.
 const hungStreamIdle = 2 * time.Second
 
-// hangingFiles stops the worker's agent (SIGSTOP), as a worker that stops
-// answering, as the bot asks for a job's files or puts its input files,
-// and reports how each transfer ended. (internal/agentclient's tests stop
-// agents mid-stream in both ways.)
+// hangingFiles stops the agent (SIGSTOP) of the job's worker, as a worker
+// that stops answering, as the bot asks for the job's files or puts its
+// input files, and reports how each transfer ended. (internal/agentclient's
+// tests stop agents mid-stream in both ways.)
 type hangingFiles struct {
 	bot.Cluster
-	// workers are the cluster's workers, set once it is up.
-	workers atomic.Pointer[workers]
+	cluster atomic.Pointer[clustertest.Cluster]
 	ended   chan error
 
 	mu      sync.Mutex
 	resumes []func()
 }
 
-// workers are the agents of the worker pods, and the pods' namespace.
-type workers struct {
-	agents    *agenttest.Pods
-	namespace string
-}
-
 func newHangingFiles() *hangingFiles { return &hangingFiles{ended: make(chan error, 4)} }
 
-func (h *hangingFiles) pause(pod types.NamespacedName) func() {
-	return func() {
-		w := h.workers.Load()
-		// The bot names a pod in its jobs' namespace; its kube.Cluster
-		// finds it in the workers'.
-		resume := w.agents.Pause(types.NamespacedName{Namespace: w.namespace, Name: pod.Name})
-		h.mu.Lock()
-		h.resumes = append(h.resumes, resume)
-		h.mu.Unlock()
+// pause stops the agent of job's worker.
+func (h *hangingFiles) pause(ctx context.Context, job string) error {
+	c := h.cluster.Load()
+	sj, err := c.Job(ctx, job)
+	if err != nil {
+		return err
 	}
+	resume := c.Agents.Pause(types.NamespacedName{Namespace: cmp.Or(sj.Status.PodNamespace, sj.Namespace), Name: sj.Status.Pod})
+	h.mu.Lock()
+	h.resumes = append(h.resumes, resume)
+	h.mu.Unlock()
+	return nil
 }
 
 func (h *hangingFiles) resume() {
@@ -64,16 +60,20 @@ func (h *hangingFiles) resume() {
 	}
 }
 
-func (h *hangingFiles) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	h.pause(pod)()
-	err := h.Cluster.GetFiles(ctx, pod, job, w)
+func (h *hangingFiles) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	if err := h.pause(ctx, job); err != nil {
+		return err
+	}
+	err := h.Cluster.GetFiles(ctx, job, w)
 	h.ended <- err
 	return err
 }
 
-func (h *hangingFiles) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
-	h.pause(pod)()
-	err := h.Cluster.PutFiles(ctx, pod, job, r)
+func (h *hangingFiles) PutFiles(ctx context.Context, job string, r io.Reader) error {
+	if err := h.pause(ctx, job); err != nil {
+		return err
+	}
+	err := h.Cluster.PutFiles(ctx, job, r)
 	h.ended <- err
 	return err
 }
@@ -97,7 +97,7 @@ func (h *hangingFiles) transferEnded(t *testing.T, what string) {
 func hungEnv(t *testing.T) (*env, *hangingFiles) {
 	h := newHangingFiles()
 	e := newEnv(t, envOptions{streamIdle: hungStreamIdle, wrap: func(c bot.Cluster) bot.Cluster { h.Cluster = c; return h }})
-	h.workers.Store(&workers{agents: e.cluster.Agents, namespace: e.cluster.WorkerNamespace})
+	h.cluster.Store(e.cluster)
 	t.Cleanup(h.resume)
 	return e, h
 }

@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -97,8 +96,8 @@ func TestStopRefusedIsSaid(t *testing.T) {
 // slowFiles hands the job's files over slowly, as a worker far away does.
 type slowFiles struct{ bot.Cluster }
 
-func (s slowFiles) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	return s.Cluster.GetFiles(ctx, pod, job, writerFunc(func(p []byte) (int, error) {
+func (s slowFiles) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	return s.Cluster.GetFiles(ctx, job, writerFunc(func(p []byte) (int, error) {
 		select {
 		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():

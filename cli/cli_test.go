@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -125,7 +122,7 @@ func TestKittyOnlyOnATerminal(t *testing.T) {
 	// Through exec: an image left in $SHELLJOB_OUT is saved, and a piped
 	// stdout gets the output and no escape sequence.
 	dir := t.TempDir()
-	cluster := fakeCluster(t, &fakeAgent{Output: "done\n", Files: map[string][]byte{"plot.png": png}})
+	cluster := fakeCluster(t, &fakeStream{Output: "done\n", Files: map[string][]byte{"plot.png": png}})
 	out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--output-dir", dir, "--", "plot")
 	if code != 0 || out != "done\n" || strings.Contains(out, "\x1b") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -188,13 +185,13 @@ func TestKittyEscapes(t *testing.T) {
 // say.
 func TestFilesFetchedOnlyIfAny(t *testing.T) {
 	for name, tc := range map[string]struct {
-		agent *fakeAgent
+		agent *fakeStream
 		calls int32
 	}{
-		"none":         {agent: &fakeAgent{Output: "hi\n"}, calls: 0},
-		"some":         {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}}, calls: 1},
-		"older agent":  {agent: &fakeAgent{Output: "hi\n", Uncounted: true}, calls: 1},
-		"older agent+": {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}, Uncounted: true}, calls: 1},
+		"none":         {agent: &fakeStream{Output: "hi\n"}, calls: 0},
+		"some":         {agent: &fakeStream{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}}, calls: 1},
+		"older agent":  {agent: &fakeStream{Output: "hi\n", Uncounted: true}, calls: 1},
+		"older agent+": {agent: &fakeStream{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}, Uncounted: true}, calls: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -315,7 +312,7 @@ func TestTerminalConsoleSendsNothingOnEOF(t *testing.T) {
 }
 
 func TestPipedReplRunsOneJob(t *testing.T) {
-	cluster := fakeCluster(t, &fakeAgent{Output: "/tmp\n"})
+	cluster := fakeCluster(t, &fakeStream{Output: "/tmp\n"})
 	script := "cd /tmp\nx=1\npwd\n"
 	out, errOut, code := testCmd(t, cluster, strings.NewReader(script), "repl", "--pool", "p")
 	if code != 0 || out != "/tmp\n" {
@@ -337,7 +334,7 @@ func TestPipedReplRunsOneJob(t *testing.T) {
 // from the CLI with no user, having no policy to fill it in, gets one
 // named after a SelfSubjectReview, asked once for all the jobs.
 func TestUserNamedWithoutTheOriginUserPolicy(t *testing.T) {
-	cluster := fakeCluster(t, &fakeAgent{Output: "ok\n"})
+	cluster := fakeCluster(t, &fakeStream{Output: "ok\n"})
 	cluster.Jobs.(*fakeJobs).requireUser = true
 	asked := 0
 	cluster.WhoAmI = func(context.Context) (string, error) { asked++; return "alice", nil }
@@ -358,7 +355,7 @@ func TestUserNamedWithoutTheOriginUserPolicy(t *testing.T) {
 
 func TestPipedCommandLimit(t *testing.T) {
 	whole := strings.Repeat("#", maxCommand-len("echo ok\n")) + "echo ok\n"
-	cluster := fakeCluster(t, &fakeAgent{Output: "ok\n"})
+	cluster := fakeCluster(t, &fakeStream{Output: "ok\n"})
 	// Through a real pipe, whose writer must not block.
 	done := make(chan struct{})
 	go func() {
@@ -388,7 +385,7 @@ func TestPipedCommandLimit(t *testing.T) {
 }
 
 func TestExecDefaults(t *testing.T) {
-	cluster := fakeCluster(t, &fakeAgent{Output: "hi\n"})
+	cluster := fakeCluster(t, &fakeStream{Output: "hi\n"})
 	if _, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--mode", "Direct", "--", "echo", "hi"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -424,101 +421,5 @@ func TestExitCodes(t *testing.T) {
 	}
 	if !errors.Is(exitCode(3), exitCode(3)) {
 		t.Error("exitCode is not comparable")
-	}
-}
-
-// TestFollowOpensOnTheLastWorker: a command's follow opens before its job
-// is created, on the worker that ran the last job like it, and is named
-// the job once the job is placed there. Where the job goes elsewhere, that
-// follow is abandoned for one on the job's worker.
-func TestFollowOpensOnTheLastWorker(t *testing.T) {
-	calls := &callLog{}
-	agent := &fakeAgent{Output: "hi\n", calls: calls}
-	cluster := fakeCluster(t, agent)
-	cluster.Jobs.(*fakeJobs).calls = calls
-	cacheDir := t.TempDir()
-	cluster.LastWorkers = NewLastWorkers(cacheDir, "https://api.example:6443")
-	exec := func() {
-		t.Helper()
-		out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--", "echo", "hi")
-		if out != "hi\n" || code != 0 {
-			t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)
-		}
-	}
-	// newJob is the job that is not in before.
-	newJob := func(before []shellv1alpha1.ShellJob) shellv1alpha1.ShellJob {
-		t.Helper()
-		for _, j := range jobs(t, cluster) {
-			if !slices.ContainsFunc(before, func(b shellv1alpha1.ShellJob) bool { return b.UID == j.UID }) {
-				return j
-			}
-		}
-		t.Fatal("no new job")
-		return shellv1alpha1.ShellJob{}
-	}
-	worker := testNS + "/w-0"
-
-	exec()
-	if got, want := calls.take(), []string{"create", "follow " + worker}; !slices.Equal(got, want) {
-		t.Errorf("first command: %q, want %q", got, want)
-	}
-	// A new plugin process, as each command is: the worker is read back.
-	cluster.LastWorkers = NewLastWorkers(cacheDir, "https://api.example:6443")
-	// The create waits for the follow a while: a follow that waited for
-	// the create would come after it.
-	cluster.Jobs.(*fakeJobs).beforeCreate = func() {
-		for deadline := time.Now().Add(5 * time.Second); !calls.has("follow-later") && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	before := jobs(t, cluster)
-	exec()
-	second := newJob(before)
-	want := []string{"follow-later " + worker, "create", "named " + string(second.UID), "follow " + worker}
-	if got := calls.take(); !slices.Equal(got, want) {
-		t.Errorf("second command: %q, want %q", got, want)
-	}
-	if got := second.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != "w-0" {
-		t.Errorf("the second job prefers worker %q, want w-0", got)
-	}
-
-	like := execJob()
-	cluster.LastWorkers.remember(like, types.NamespacedName{Namespace: testNS, Name: "w-9"})
-	exec()
-	got := calls.take()
-	if want := []string{"follow-later " + testNS + "/w-9", "create"}; len(got) < 2 || !slices.Equal(got[:2], want) {
-		t.Errorf("wrong guess: %q, want it to start with %q", got, want)
-	}
-	if !slices.Contains(got, "abandoned "+testNS+"/w-9") || got[len(got)-1] != "follow "+worker {
-		t.Errorf("wrong guess: %q, want the follow on w-9 abandoned and one on w-0", got)
-	}
-	if pod, _ := NewLastWorkers(cacheDir, "https://api.example:6443").recall(like); pod.String() != worker {
-		t.Errorf("remembered %s after the job ran on %s", pod, worker)
-	}
-}
-
-// execJob is a job as `exec` makes it by default, for the worker memory.
-func execJob() *shellv1alpha1.ShellJob {
-	return &shellv1alpha1.ShellJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS},
-		Spec:       shellv1alpha1.ShellJobSpec{Pool: shellv1alpha1.DefaultPool, Mode: shellv1alpha1.ModeFork},
-	}
-}
-
-// TestFollowLaterRefused: an agent older than the job on stdin refuses the
-// follow opened before the create; the follow opened again still waits
-// for the start.
-func TestFollowLaterRefused(t *testing.T) {
-	calls := &callLog{}
-	cluster := fakeCluster(t, &fakeAgent{Output: "hi\n", calls: calls, RefuseLater: true})
-	cluster.LastWorkers = NewLastWorkers(t.TempDir(), "https://api.example:6443")
-	cluster.LastWorkers.remember(execJob(), types.NamespacedName{Namespace: testNS, Name: "w-0"})
-	out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--", "echo", "hi")
-	if out != "hi\n" || code != 0 {
-		t.Fatalf("exec: %q, %q, exit %d", out, errOut, code)
-	}
-	got := calls.take()
-	if want := "follow " + testNS + "/w-0"; got[len(got)-1] != want {
-		t.Errorf("follows %q, want the last %q: from the start, not from byte 0", got, want)
 	}
 }

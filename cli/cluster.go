@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,13 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/internal/agentapi"
-	"shelljob.dev/shelljob/internal/agentclient"
 	"shelljob.dev/shelljob/internal/shellclient"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 // JobClient is what the commands do with the ShellJobs of a namespace:
@@ -35,6 +35,22 @@ type PoolClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*shellv1alpha1.ShellPoolList, error)
 }
 
+// Stream is what the commands read and attach to through the stream API
+// (stream.shelljob.dev), by job name: streamclient.Client is one.
+type Stream interface {
+	// Follow copies the job's output from byte offset (or, with
+	// agentapi.AwaitStart, from its start once it started) to w until the
+	// output is closed, resuming a broken stream, and returns the offset
+	// reached.
+	Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error)
+	// GetFiles writes the job's $SHELLJOB_OUT to w as a tar stream.
+	GetFiles(ctx context.Context, job string, w io.Writer) error
+	// Attach relays streams to the console of a Console job until the
+	// console ends or ctx does; a non-zero exit status of its shell comes
+	// back as a utilexec.ExitError.
+	Attach(ctx context.Context, job string, streams remotecommand.StreamOptions) error
+}
+
 // Cluster is what the commands ask of the cluster.
 type Cluster struct {
 	// Jobs reads and writes the ShellJobs of Namespace.
@@ -43,18 +59,15 @@ type Cluster struct {
 	Pools PoolClient
 	// Namespace holds the ShellJobs and ShellPools.
 	Namespace string
-	// WorkerNamespace, when set, holds the worker pods. Otherwise the
-	// job's status.podNamespace or the pool's status.workerNamespace says,
-	// and Namespace when they are empty (an older operator).
-	WorkerNamespace string
-	// Agent reaches the agent of a worker pod.
-	Agent agentapi.Client
-	// Attacher attaches to the consoles of Console jobs.
-	Attacher Attacher
+	// Stream reads the output and files of the caller's own jobs of
+	// Namespace, and attaches to their consoles (myshelljobs): the jobs a
+	// command has just created.
+	Stream Stream
+	// AnyStream reads any job of Namespace, as RBAC allows (shelljobs):
+	// a job named on the command line, which may be someone else's.
+	AnyStream Stream
 	// WhoAmI returns the Kubernetes user name the API server sees.
 	WhoAmI func(ctx context.Context) (string, error)
-	// LastWorkers remembers where the last jobs ran; nil for nowhere.
-	LastWorkers *LastWorkers
 }
 
 // ClusterGetter makes a Cluster from the command line's flags. Tests give
@@ -62,9 +75,8 @@ type Cluster struct {
 type ClusterGetter func() (*Cluster, error)
 
 // NewClusterGetter returns a ClusterGetter on kubectl's flags: the
-// kubeconfig, context and namespace as kubectl takes them. workerNamespace
-// points at the flag that overrides where the worker pods are.
-func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *string) ClusterGetter {
+// kubeconfig, context and namespace as kubectl takes them.
+func NewClusterGetter(flags *genericclioptions.ConfigFlags) ClusterGetter {
 	return func() (*Cluster, error) {
 		config, err := flags.ToRESTConfig()
 		if err != nil {
@@ -85,11 +97,11 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		agent, err := agentclient.New(config, agentclient.Options{Container: agentapi.WorkerContainer})
+		own, err := streamclient.New(config, streamclient.Options{Namespace: ns, Own: true})
 		if err != nil {
 			return nil, err
 		}
-		core, err := corev1client.NewForConfigAndClient(config, httpClient)
+		anyJob, err := streamclient.New(config, streamclient.Options{Namespace: ns})
 		if err != nil {
 			return nil, err
 		}
@@ -97,18 +109,12 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 		if err != nil {
 			return nil, err
 		}
-		wns := *workerNamespace
-		var cacheDir string
-		if flags.CacheDir != nil {
-			cacheDir = *flags.CacheDir
-		}
 		return &Cluster{
-			Jobs:            shell.ShellJobs(ns),
-			Pools:           shell.ShellPools(ns),
-			Namespace:       ns,
-			WorkerNamespace: wns,
-			Agent:           agent,
-			Attacher:        apiAttacher{config: config, rest: core.RESTClient()},
+			Jobs:      shell.ShellJobs(ns),
+			Pools:     shell.ShellPools(ns),
+			Namespace: ns,
+			Stream:    own,
+			AnyStream: anyJob,
 			WhoAmI: func(ctx context.Context) (string, error) {
 				r, err := authn.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 				if err != nil {
@@ -116,7 +122,6 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags, workerNamespace *str
 				}
 				return r.Status.UserInfo.Username, nil
 			},
-			LastWorkers: NewLastWorkers(cacheDir, config.Host),
 		}, nil
 	}
 }

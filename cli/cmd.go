@@ -24,7 +24,7 @@ type Options struct {
 	// Clock tells the time. Defaults to the real clock.
 	Clock clock.PassiveClock
 	// Cluster reaches the cluster. Defaults to one on kubectl's flags
-	// (--kubeconfig, --context, -n and the others) and --worker-namespace.
+	// (--kubeconfig, --context, -n and the others).
 	Cluster ClusterGetter
 	// Interrupts delivers Ctrl-C until stop is called. Defaults to
 	// os.Interrupt through signal.Notify.
@@ -68,10 +68,7 @@ kubectl does.`,
 	if o.Cluster == nil {
 		flags := genericclioptions.NewConfigFlags(true)
 		flags.AddFlags(cmd.PersistentFlags())
-		var workerNS string
-		cmd.PersistentFlags().StringVar(&workerNS, "worker-namespace", "",
-			"namespace of the worker pods (default: where the operator says it runs them, in the job's or the pool's status)")
-		o.Cluster = NewClusterGetter(flags, &workerNS)
+		o.Cluster = NewClusterGetter(flags)
 	}
 	if o.Interrupts == nil {
 		o.Interrupts = func() (<-chan os.Signal, func()) {

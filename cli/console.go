@@ -115,7 +115,7 @@ func (c *ConsoleOptions) Run(ctx context.Context) error {
 		return cmp.Or(err, exitCodeOrNil(code))
 	}
 	stopInterrupts()
-	err = c.session(ctx, cl.Attacher, j)
+	err = c.session(ctx, cl.Stream, j)
 	markErr := cl.markDelivered(context.WithoutCancel(ctx), j.Name, c.Clock.Now())
 	var exit utilexec.ExitError
 	switch {
@@ -210,8 +210,9 @@ func (r *runner) awaitPlacement(ctx context.Context, sj *shellv1alpha1.ShellJob)
 func placed(j *shellv1alpha1.ShellJob) bool { return j.Status.Pod != "" && !j.Spec.Stop }
 
 // session attaches the console's terminal to the local one until the
-// console ends.
-func (c *ConsoleOptions) session(ctx context.Context, attacher Attacher, j *shellv1alpha1.ShellJob) error {
+// console ends, through the attach subresource of the job in the stream
+// API.
+func (c *ConsoleOptions) session(ctx context.Context, stream Stream, j *shellv1alpha1.ShellJob) error {
 	opts := remotecommand.StreamOptions{Stdout: c.Out, Tty: true}
 	if f, ok := c.In.(fder); ok && !c.piped {
 		state, err := term.MakeRaw(int(f.Fd()))
@@ -226,7 +227,7 @@ func (c *ConsoleOptions) session(ctx context.Context, attacher Attacher, j *shel
 		opts.TerminalSizeQueue = sizes
 	}
 	return c.stream(ctx, func(ctx context.Context, opts remotecommand.StreamOptions) error {
-		return attacher.Attach(ctx, j, opts)
+		return stream.Attach(ctx, j.Name, opts)
 	}, opts)
 }
 

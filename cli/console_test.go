@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
@@ -21,9 +16,9 @@ import (
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// fakeAttacher plays a console's shell: it prints a prompt, reads its
+// fakeConsole plays a console's shell: it prints a prompt, reads its
 // input until "exit", and ends with code, or fails with err at once.
-type fakeAttacher struct {
+type fakeConsole struct {
 	code int
 	err  error
 
@@ -33,9 +28,9 @@ type fakeAttacher struct {
 	tty   bool
 }
 
-func (a *fakeAttacher) Attach(ctx context.Context, job *shellv1alpha1.ShellJob, opts remotecommand.StreamOptions) error {
+func (a *fakeConsole) Attach(ctx context.Context, job string, opts remotecommand.StreamOptions) error {
 	a.mu.Lock()
-	a.jobs = append(a.jobs, job.Name)
+	a.jobs = append(a.jobs, job)
 	a.tty = opts.Tty
 	a.mu.Unlock()
 	if a.err != nil {
@@ -75,9 +70,8 @@ func withPool(t *testing.T, cluster *Cluster, name, shell string) *Cluster {
 // its shell's exit status, and marks it delivered.
 func TestConsoleIsAJob(t *testing.T) {
 	t.Setenv("TERM", "screen-256color")
-	attacher := &fakeAttacher{code: 3}
-	cluster := withPool(t, fakeCluster(t, &fakeAgent{}), "p", "bash")
-	cluster.Attacher = attacher
+	attacher := &fakeConsole{code: 3}
+	cluster := withPool(t, fakeCluster(t, &fakeStream{Console: attacher}), "p", "bash")
 	out, errOut, code := testCmd(t, cluster, strings.NewReader("echo hi\n"), "console", "--pool", "p")
 	if code != 3 || out != "$ " {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 3 and the prompt", code, out, errOut)
@@ -104,8 +98,7 @@ func TestConsoleIsAJob(t *testing.T) {
 // A console whose attach fails says so, and stops its job rather than
 // leave it to the agent's wait for an attach.
 func TestConsoleAttachFailureStopsTheJob(t *testing.T) {
-	cluster := withPool(t, fakeCluster(t, &fakeAgent{}), "p", "")
-	cluster.Attacher = &fakeAttacher{err: errors.New("the server could not find the requested resource")}
+	cluster := withPool(t, fakeCluster(t, &fakeStream{Console: &fakeConsole{err: errors.New("the server could not find the requested resource")}}), "p", "")
 	_, errOut, code := testCmd(t, cluster, strings.NewReader(""), "console", "--pool", "p")
 	if code != 1 || !strings.Contains(errOut, "error: attach to the console of #1: the server could not find the requested resource") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
@@ -128,36 +121,5 @@ func TestConsoleCommand(t *testing.T) {
 		if got := consoleCommand(tc.shell, tc.term); got != tc.want {
 			t.Errorf("consoleCommand(%q, %q) = %q, want %q", tc.shell, tc.term, got, tc.want)
 		}
-	}
-}
-
-// The attach goes to the attach subresource of the job in the aggregated
-// API, with the query of pods/attach, over WebSocket first.
-func TestAttachURL(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
-		mu.Unlock()
-		http.NotFound(w, r)
-	}))
-	defer srv.Close()
-	config := &rest.Config{Host: srv.URL}
-	core, err := corev1client.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := apiAttacher{config: config, rest: core.RESTClient()}
-	job := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cli-abc"}}
-	err = a.Attach(context.Background(), job, remotecommand.StreamOptions{Stdin: strings.NewReader(""), Stdout: io.Discard})
-	if err == nil {
-		t.Error("an attach to a server without the API succeeded")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := "GET /apis/stream.shelljob.dev/v1alpha1/namespaces/team/shelljobs/cli-abc/attach?stdin=true&stdout=true&tty=true"
-	if len(got) == 0 || got[0] != want {
-		t.Errorf("requests %q, want first %q", got, want)
 	}
 }

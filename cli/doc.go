@@ -7,9 +7,12 @@
 // and Run carries out. The commands reach the cluster through a [Cluster]
 // made from kubectl's own flags (k8s.io/cli-runtime), so that tests can
 // give fakes. Jobs are created as ShellJobs and followed through their
-// status and the agent's spool; the job's life itself (scheduling, the stop
-// ladder, the idle timeout) is the operator's. A console is a ShellJob of
-// mode Console too, whose terminal the [Attacher] reaches through the
-// attach subresource of the aggregated API: no command execs into a worker
-// with a terminal.
+// status; their output, files and consoles go through the [Stream], the
+// stream API's client (internal/streamclient): the log, files and attach
+// subresources of ShellJobs in stream.shelljob.dev, under RBAC (the jobs
+// a command creates through myshelljobs, the caller's own; a job named
+// on the command line through shelljobs, then myshelljobs), whose
+// server, the operator, alone reaches the workers. No command execs into
+// a worker. The job's life itself (scheduling, the stop ladder, the idle
+// timeout) is the operator's. A console is a ShellJob of mode Console.
 package cli

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,69 +23,37 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
-	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 const testNS = "shell"
 
-// fakeAgent answers Follow with Output and GetFiles with Files, and counts
-// the GetFiles calls.
-type fakeAgent struct {
-	agentapi.Client
+// fakeStream answers Follow with Output, GetFiles with Files and Attach
+// with Console, and counts the GetFiles calls.
+type fakeStream struct {
 	Output string
 	Files  map[string][]byte
 	// Uncounted plays an older agent: the job's status counts no files.
 	Uncounted bool
-	// RefuseLater plays an agent older than JobFromStdin.
-	RefuseLater bool
 	// FollowErr and GetFilesErr, if not nil, end each follow and each
 	// GetFiles, after what they wrote.
 	FollowErr, GetFilesErr error
+	// Console, if not nil, answers Attach.
+	Console *fakeConsole
 
 	getFiles atomic.Int32
-	// calls, if not nil, logs each follow as "follow POD" or "follow-later
-	// POD", and what came of it.
-	calls *callLog
 }
 
-// callLog is an ordered log of calls, safe for concurrent use.
-type callLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *callLog) add(format string, args ...any) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-// has tells whether a line starting with prefix was logged.
-func (l *callLog) has(prefix string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.ContainsFunc(l.lines, func(s string) bool { return strings.HasPrefix(s, prefix) })
-}
-
-func (l *callLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := l.lines
-	l.lines = nil
-	return lines
-}
+var _ Stream = (*fakeStream)(nil)
 
 // counted is the status of the job's files, as the operator records what
 // the agent counted.
-func (a *fakeAgent) counted() *shellv1alpha1.ShellJobFiles {
+func (a *fakeStream) counted() *shellv1alpha1.ShellJobFiles {
 	if a.Uncounted {
 		return nil
 	}
@@ -97,33 +64,12 @@ func (a *fakeAgent) counted() *shellv1alpha1.ShellJobFiles {
 	return n
 }
 
-func (a *fakeAgent) Follow(_ context.Context, pod types.NamespacedName, _ string, offset int64, w io.Writer) (int64, error) {
-	if offset == agentapi.AwaitStart {
-		a.calls.add("follow %s", pod)
-	} else {
-		a.calls.add("follow %s from %d", pod, offset)
-	}
+func (a *fakeStream) Follow(_ context.Context, _ string, offset int64, w io.Writer) (int64, error) {
 	_, err := io.WriteString(w, a.Output[max(offset, 0):])
 	return int64(len(a.Output)), cmp.Or(err, a.FollowErr)
 }
 
-func (a *fakeAgent) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
-	a.calls.add("follow-later %s", pod)
-	if a.RefuseLater {
-		// As an agent older than JobFromStdin: the exec ends at once, with
-		// no byte read.
-		return 0, errors.New("agent follow: bad job id \"-\"")
-	}
-	job, err := name(ctx)
-	if err != nil {
-		a.calls.add("abandoned %s", pod)
-		return offset, err
-	}
-	a.calls.add("named %s", job)
-	return a.Follow(ctx, pod, job, offset, w)
-}
-
-func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string, w io.Writer) error {
+func (a *fakeStream) GetFiles(_ context.Context, _ string, w io.Writer) error {
 	a.getFiles.Add(1)
 	tw := tar.NewWriter(w)
 	// In name order, as the agent walks the directory.
@@ -139,10 +85,17 @@ func (a *fakeAgent) GetFiles(_ context.Context, _ types.NamespacedName, _ string
 	return cmp.Or(a.GetFilesErr, tw.Close())
 }
 
+func (a *fakeStream) Attach(ctx context.Context, job string, opts remotecommand.StreamOptions) error {
+	if a.Console == nil {
+		return errors.New("the fake has no console")
+	}
+	return a.Console.Attach(ctx, job, opts)
+}
+
 // fakeCluster is a Cluster on controller-runtime's fake client, with an
 // "operator" that ends every job with exit code 0 at once, and the files
-// agent counted.
-func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
+// stream counted.
+func fakeCluster(t *testing.T, stream *fakeStream) *Cluster {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	_ = shellv1alpha1.AddToScheme(scheme)
@@ -153,7 +106,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			endJobs(ctx, c, agent)
+			endJobs(ctx, c, stream)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
@@ -162,7 +115,8 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 		Jobs:      &fakeJobs{c: c, ns: testNS},
 		Pools:     fakePools{c: c, ns: testNS},
 		Namespace: testNS,
-		Agent:     agent,
+		Stream:    stream,
+		AnyStream: stream,
 		WhoAmI:    func(context.Context) (string, error) { return "alice", nil },
 	}
 }
@@ -170,7 +124,7 @@ func fakeCluster(t *testing.T, agent *fakeAgent) *Cluster {
 // endJobs ends each job, and touches the ended ones so that a watch that
 // started late still sees them. A console runs until it is stopped, as
 // only its attach would end it.
-func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
+func endJobs(ctx context.Context, c client.Client, stream *fakeStream) {
 	var list shellv1alpha1.ShellJobList
 	if err := c.List(ctx, &list); err != nil {
 		return
@@ -187,7 +141,7 @@ func endJobs(ctx context.Context, c client.Client, agent *fakeAgent) {
 		if !shelljob.IsFinished(j) {
 			zero := int32(0)
 			j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.ExitCode = true, "w-0", shellv1alpha1.PhaseSucceeded, &zero
-			j.Status.Files = agent.counted()
+			j.Status.Files = stream.counted()
 			j.Status.Number = int64(i + 1)
 			shelljob.SetFinishedCondition(j, time.Now(), shellv1alpha1.ShellJobFinishedReasonExited, "")
 		} else {
@@ -248,8 +202,6 @@ type fakeJobs struct {
 	// requireUser refuses a job from the CLI that names no user, as a
 	// cluster with the origin policy and no origin-user policy does.
 	requireUser bool
-	// calls, if not nil, logs each create as "create".
-	calls *callLog
 	// beforeCreate, if not nil, runs at the start of each create.
 	beforeCreate func()
 	created      atomic.Int64
@@ -261,7 +213,6 @@ func (f *fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ me
 	if f.beforeCreate != nil {
 		f.beforeCreate()
 	}
-	f.calls.add("create")
 	if f.requireUser && job.Spec.Origin.User == "" {
 		return nil, apierrors.NewForbidden(shellv1alpha1.GroupVersion.WithResource("shelljobs").GroupResource(), "",
 			errors.New("spec.origin.user of a job from the CLI must be the user who creates it, alice"))

@@ -21,7 +21,7 @@ import (
 
 // runFiles runs a job whose agent has files, saving them under dir within
 // limits, and returns its stderr and the job as it ended.
-func runFiles(t *testing.T, agent *fakeAgent, dir string, limits outfiles.Limits) (string, *shellv1alpha1.ShellJob) {
+func runFiles(t *testing.T, agent *fakeStream, dir string, limits outfiles.Limits) (string, *shellv1alpha1.ShellJob) {
 	t.Helper()
 	cluster := fakeCluster(t, agent)
 	var out, errOut bytes.Buffer
@@ -64,7 +64,7 @@ func savedFiles(t *testing.T, dir string) []string {
 func TestFilesSavedWithinLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	zeros := func(n int) []byte { return make([]byte, n) }
-	agent := &fakeAgent{Output: "done\n", Files: map[string][]byte{
+	agent := &fakeStream{Output: "done\n", Files: map[string][]byte{
 		"a.txt": zeros(100), "big.bin": zeros(2048), "c.txt": zeros(1000), "d/d.txt": zeros(1000),
 		"e.txt": zeros(1000), "f.txt": []byte("f"), "g.txt": zeros(1), "h.txt": zeros(1),
 	}}
@@ -97,7 +97,7 @@ func TestFilesDefaultCount(t *testing.T) {
 		files[filepath.Join("many", strings.Repeat("x", i%7)+string(rune('a'+i%26))+strings.Repeat("0", i/26))] = []byte("x")
 	}
 	dir := t.TempDir()
-	errOut, _ := runFiles(t, &fakeAgent{Output: "ok\n", Files: files}, dir, outfiles.Limits{})
+	errOut, _ := runFiles(t, &fakeStream{Output: "ok\n", Files: files}, dir, outfiles.Limits{})
 	if n := len(savedFiles(t, dir)); n != 100 {
 		t.Errorf("%d files saved, want 100", n)
 	}
@@ -113,7 +113,7 @@ func TestFilesStayInTheOutputDir(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	agent := &fakeAgent{Output: "ok\n", Files: map[string][]byte{
+	agent := &fakeStream{Output: "ok\n", Files: map[string][]byte{
 		"../up.txt": []byte("x"), "a.txt": []byte("a"), "link/planted.txt": []byte("x"),
 	}}
 	errOut, job := runFiles(t, agent, dir, outfiles.Limits{})
@@ -140,16 +140,16 @@ func TestFilesStayInTheOutputDir(t *testing.T) {
 // files fetched, and not when either failed; a failed mark is a warning.
 func TestDeliveredMark(t *testing.T) {
 	for name, tc := range map[string]struct {
-		agent     *fakeAgent
+		agent     *fakeStream
 		patchErr  error
 		delivered bool
 		warning   string
 	}{
-		"no files":        {agent: &fakeAgent{Output: "hi\n"}, delivered: true},
-		"files":           {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}}, delivered: true},
-		"output cut":      {agent: &fakeAgent{Output: "hi\n", FollowErr: errors.New("stream cut")}, warning: "warning: output: stream cut"},
-		"files cut":       {agent: &fakeAgent{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}, GetFilesErr: errors.New("exec cut")}, warning: "warning: files: read the files' tar stream: exec cut"},
-		"the mark failed": {agent: &fakeAgent{Output: "hi\n"}, patchErr: errors.New("forbidden"), warning: "warning: mark shelljob cli-"},
+		"no files":        {agent: &fakeStream{Output: "hi\n"}, delivered: true},
+		"files":           {agent: &fakeStream{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}}, delivered: true},
+		"output cut":      {agent: &fakeStream{Output: "hi\n", FollowErr: errors.New("stream cut")}, warning: "warning: output: stream cut"},
+		"files cut":       {agent: &fakeStream{Output: "hi\n", Files: map[string][]byte{"a.txt": []byte("a")}, GetFilesErr: errors.New("exec cut")}, warning: "warning: files: read the files' tar stream: exec cut"},
+		"the mark failed": {agent: &fakeStream{Output: "hi\n"}, patchErr: errors.New("forbidden"), warning: "warning: mark shelljob cli-"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cluster := fakeCluster(t, tc.agent)

@@ -80,18 +80,6 @@ func (c *Cluster) listJobs(ctx context.Context, keep func(*shellv1alpha1.ShellJo
 	return out, err
 }
 
-// workerPod is where job's command runs, or ran.
-func (c *Cluster) workerPod(sj *shellv1alpha1.ShellJob) types.NamespacedName {
-	ns := sj.Status.PodNamespace
-	if c.WorkerNamespace != "" {
-		ns = c.WorkerNamespace
-	}
-	if ns == "" {
-		ns = sj.Namespace
-	}
-	return types.NamespacedName{Namespace: ns, Name: sj.Status.Pod}
-}
-
 // watchJob calls fn with the job after each change, from the version of
 // sj on, until fn returns true (watchJob returns nil), ctx ends or the job
 // is deleted. It watches again after the API server ends a watch.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -32,8 +34,11 @@ func NewLogsCmd(o *Options) *cobra.Command {
 		Use:   "logs [-f] JOB",
 		Short: "Print a job's output",
 		Long: `Prints the output of a job, named or numbered (N or #N), from the spool of its
-worker. With -f, it follows the output until the job ends, and resumes from
-where it was when the stream is cut.`,
+worker, through the stream API (the log subresource of ShellJobs in
+stream.shelljob.dev): any job with get on shelljobs/log, else a job of
+one's own through myshelljobs/log. With -f, it follows the output until the job ends, waiting
+for a job that has not started, and resumes from where it was when the
+stream is cut.`,
 		Example:               `  kubectl shelljob logs -f 12`,
 		DisableFlagsInUseLine: true,
 		Args:                  cobra.ExactArgs(1),
@@ -58,49 +63,47 @@ func (l *LogsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !shelljob.IsStarted(j) || j.Status.Pod == "" {
-		if !l.Follow {
-			if shelljob.IsFinished(j) {
-				return fmt.Errorf("#%d never ran", j.Status.Number)
-			}
-			return fmt.Errorf("#%d has not started yet", j.Status.Number)
+	read := namedJob{anyJob: c.AnyStream, own: c.Stream}
+	started := shelljob.IsStarted(j)
+	switch {
+	case !started && !l.Follow && shelljob.IsFinished(j):
+		return fmt.Errorf("#%d never ran", j.Status.Number)
+	case !started && !l.Follow:
+		return fmt.Errorf("#%d has not started yet", j.Status.Number)
+	case l.Follow || shelljob.IsFinished(j):
+		from := int64(0)
+		if !started {
+			// Followed from its start, once it starts.
+			from = agentapi.AwaitStart
 		}
-		var started *shellv1alpha1.ShellJob
-		if err := c.watchJob(ctx, j, func(x *shellv1alpha1.ShellJob) bool {
-			started = x
-			return (shelljob.IsStarted(x) && x.Status.Pod != "") || shelljob.IsFinished(x)
-		}); err != nil {
+		if _, err := read.follow(ctx, j.Name, from, l.Out); err != nil || started {
 			return err
 		}
-		if !shelljob.IsStarted(started) {
-			return fmt.Errorf("#%d never ran", j.Status.Number)
+		// The output of a job that ended without running is empty.
+		if j, err = c.Jobs.Get(ctx, j.Name, metav1.GetOptions{}); err == nil && !shelljob.IsStarted(j) {
+			err = fmt.Errorf("#%d never ran", j.Status.Number)
 		}
-		j = started
-	}
-	r := &runner{cluster: c, IOStreams: l.IOStreams}
-	if l.Follow || shelljob.IsFinished(j) {
-		finished := shelljob.IsFinished(j)
-		return r.follow(ctx, c.workerPod(j), string(j.UID), l.Out, func() bool { return finished })
+		return err
 	}
 	// A running job's output so far: the follow would wait for its end,
 	// so it ends once the stream has been quiet for a moment.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	q := &quietWriter{w: l.Out, wrote: make(chan struct{}, 1)}
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		_ = r.follow(ctx, c.workerPod(j), string(j.UID), q, nil)
+		_, err := read.follow(ctx, j.Name, 0, q)
+		done <- err
 	}()
 	for {
 		select {
-		case <-done:
-			return q.err()
+		case err := <-done:
+			return cmp.Or(q.err(), err)
 		case <-q.wrote:
 		case <-time.After(logsQuiet):
 			cancel()
-			<-done
-			if err := q.err(); err != nil && !errors.Is(err, context.Canceled) {
+			followErr := <-done
+			if err := cmp.Or(q.err(), followErr); !errors.Is(err, context.Canceled) {
 				return err
 			}
 			return nil

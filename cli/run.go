@@ -9,12 +9,10 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 
@@ -39,9 +37,10 @@ const (
 	ExitNotApproved = 126
 )
 
-// followRetry is the wait before following a job's output again after the
-// stream broke.
-const followRetry = time.Second
+// outputWait is the longest exec waits, once its job has ended, for the
+// rest of the job's output: the stream API resumes a cut follow, and a
+// worker that stops answering must not hold the terminal.
+const outputWait = 2 * time.Minute
 
 // jobRequest is a job to run.
 type jobRequest struct {
@@ -150,21 +149,11 @@ func (r *runner) run(ctx context.Context, req jobRequest) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	o := r.newOutput()
-	// The follow opens on the worker that ran the last job like this one,
-	// if known, before the create: the placement names the job to it. The
-	// job prefers that worker, so that it goes there if it is free.
-	var f *outputFollow
-	if pod, ok := r.cluster.LastWorkers.recall(sj); ok {
-		f = r.startEarlyFollow(ctx, o, pod)
-		sj.Annotations = map[string]string{shellv1alpha1.AnnotationPreferredWorker: pod.Name}
-	}
 	created, err := r.createJob(ctx, sj)
 	if err != nil {
-		f.stop()
 		return 1, err
 	}
-	return r.attach(ctx, created, o, f)
+	return r.attach(ctx, created, r.newOutput())
 }
 
 // output is where a job's output goes: the terminal, through the renderer
@@ -172,9 +161,6 @@ func (r *runner) run(ctx context.Context, req jobRequest) (int, error) {
 type output struct {
 	w    io.Writer
 	rend *termrender.Renderer
-	// ended is set once the job has ended: a follow cut then is not
-	// resumed, as its worker may be gone.
-	ended atomic.Bool
 }
 
 func (r *runner) newOutput() *output {
@@ -185,89 +171,48 @@ func (r *runner) newOutput() *output {
 	return &output{w: r.Out}
 }
 
-// outputFollow is a follow of the job's output on one worker pod.
+// outputFollow is a follow of a job's output.
 type outputFollow struct {
-	pod    types.NamespacedName
 	cancel context.CancelFunc
 	done   chan struct{}
-	// named closes when the job is known to be placed on pod, for a
-	// follow opened before; job is its agent ID from then on.
-	named chan struct{}
-	job   string
 	// err is why the follow failed, and whole whether it read the output
 	// to its close; both are read after done.
 	err   error
 	whole bool
 }
 
-// startFollow follows job on pod.
-func (r *runner) startFollow(ctx context.Context, o *output, pod types.NamespacedName, job string) *outputFollow {
-	f := &outputFollow{pod: pod, named: make(chan struct{}), job: job}
-	close(f.named)
-	return f.start(ctx, func(fctx context.Context) error {
-		return r.follow(fctx, pod, job, o.w, o.ended.Load)
-	})
-}
-
-// startEarlyFollow opens a follow on pod before the job is known, and
-// follows the job placed names once it is placed there.
-func (r *runner) startEarlyFollow(ctx context.Context, o *output, pod types.NamespacedName) *outputFollow {
-	f := &outputFollow{pod: pod, named: make(chan struct{})}
-	return f.start(ctx, func(fctx context.Context) error {
-		return r.followEarly(fctx, pod, f.name, o.w, o.ended.Load)
-	})
-}
-
-// start runs follow, recording how it ended.
-func (f *outputFollow) start(ctx context.Context, follow func(context.Context) error) *outputFollow {
-	f.done = make(chan struct{})
+// startFollow follows the output of job from its start, through the
+// stream API, which holds the follow until the job starts, wherever it is
+// placed, and resumes a cut stream from where it was.
+func (r *runner) startFollow(ctx context.Context, o *output, job string) *outputFollow {
+	f := &outputFollow{done: make(chan struct{})}
 	fctx, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
 	go func() {
 		defer close(f.done)
-		err := follow(fctx)
+		_, err := r.cluster.Stream.Follow(fctx, job, agentapi.AwaitStart, o.w)
 		switch {
 		case err == nil:
 			f.whole = true
 		case fctx.Err() == nil || ctx.Err() != nil:
-			// A follow cancelled because the job went elsewhere is no
-			// failure.
+			// A follow stopped here is no failure.
 			f.err = err
 		}
 	}()
 	return f
 }
 
-// name returns the job's agent ID once the job is placed on f's pod.
-func (f *outputFollow) name(ctx context.Context) (string, error) {
-	select {
-	case <-f.named:
-		return f.job, nil
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// placed names job to a follow opened before it was placed.
-func (f *outputFollow) placed(job string) {
-	select {
-	case <-f.named:
-	default:
-		f.job = job
-		close(f.named)
-	}
-}
-
-// stop ends the follow and waits for its end. The nil follow is stopped.
+// stop ends the follow and waits for its end.
 func (f *outputFollow) stop() {
-	if f != nil {
-		f.cancel()
-		<-f.done
-	}
+	f.cancel()
+	<-f.done
 }
 
-// attach streams a created job to its end, through f if a follow is open.
-func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
+// attach streams a created job to its end. Its follow opens at once: it
+// overlaps the job's placement and start.
+func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *output) (int, error) {
+	f := r.startFollow(ctx, o, sj.Name)
+	defer f.stop()
 	jobs := make(chan *shellv1alpha1.ShellJob, 1)
 	watchErr := make(chan error, 1)
 	go func() {
@@ -282,11 +227,9 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			return shelljob.IsFinished(j)
 		})
 	}()
-	defer func() { f.stop() }()
 
 	var (
 		last    = sj
-		placed  bool // the follow is on the job's worker
 		stopped bool
 		// waiting is what the terminal was last told the job waits for.
 		waiting string
@@ -316,7 +259,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			fmt.Fprintln(r.ErrOut, outcome.Text(last.Status.Number)+" (Ctrl-C again to detach)")
 		case j := <-jobs:
 			last = j
-			if w := waitingFor(j); !placed && w != "" && w != waiting {
+			if w := waitingFor(j); w != "" && w != waiting {
 				waiting = w
 				fmt.Fprintln(r.ErrOut, w)
 			}
@@ -328,26 +271,10 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 				}
 				fmt.Fprintf(r.ErrOut, "⏹ #%d: %s sent%s\n", j.Status.Number, s.Signal, note)
 			}
-			// The follow opens as soon as the job is placed, and the agent
-			// holds it until the command starts: its setup overlaps the
-			// start. A job placed again before it started (its worker was
-			// lost) is followed on its new worker.
-			if j.Status.Pod != "" {
-				pod := r.cluster.workerPod(j)
-				if f == nil || f.pod != pod {
-					f.stop()
-					f = r.startFollow(ctx, o, pod, string(j.UID))
-				}
-				f.placed(string(j.UID))
-				if !placed {
-					placed = true
-					r.cluster.LastWorkers.remember(j, pod)
-				}
-			}
 			if !shelljob.IsFinished(j) {
 				continue
 			}
-			return r.finish(ctx, j, o, f, placed)
+			return r.finish(ctx, j, o, f)
 		}
 	}
 }
@@ -373,13 +300,20 @@ func waitingFor(j *shellv1alpha1.ShellJob) string {
 
 // finish waits for the output of the ended job j, saves its files and
 // returns its exit code.
-func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *output, f *outputFollow, placed bool) (int, error) {
-	o.ended.Store(true)
-	if !placed || !shelljob.IsStarted(j) {
+func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
+	started := shelljob.IsStarted(j)
+	if !started {
 		// Nothing ran: nothing to wait for.
 		f.stop()
 	} else {
-		<-f.done
+		t := time.NewTimer(outputWait)
+		select {
+		case <-f.done:
+		case <-t.C:
+			f.stop()
+			f.err = fmt.Errorf("the rest of the output did not come within %v of the job's end", outputWait)
+		}
+		t.Stop()
 	}
 	var (
 		files    []string
@@ -389,14 +323,14 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 	// The output is closed: the job has ended, so its files are complete,
 	// and its status says whether it left any (an older agent does not
 	// say).
-	if placed && f.whole && shelljob.MayHaveFiles(j) {
+	if started && f.whole && shelljob.MayHaveFiles(j) {
 		files, skipped, filesErr = r.saveFiles(ctx, j)
 	}
 	// Delivered: nothing ran, or its output was read to its end and its
 	// files fetched. A job left undelivered keeps its worker, retired,
 	// for the operator's delivery grace.
 	var markErr error
-	if !placed || !shelljob.IsStarted(j) || (f.whole && filesErr == nil) {
+	if !started || (f.whole && filesErr == nil) {
 		markErr = r.cluster.markDelivered(ctx, j.Name, r.clock.Now())
 	}
 	if o.rend != nil {
@@ -407,7 +341,7 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 	for _, file := range files {
 		fmt.Fprintln(r.ErrOut, "saved", file)
 	}
-	if placed && f.err != nil {
+	if started && f.err != nil {
 		fmt.Fprintln(r.ErrOut, "warning: output:", f.err)
 	}
 	r.warnSkipped(skipped)
@@ -431,66 +365,6 @@ func (r *runner) warnSkipped(rep outfiles.Report) {
 	}
 	if rep.OverCount > 0 {
 		fmt.Fprintf(r.ErrOut, "warning: files: %d more not saved: a command saves at most %d\n", rep.OverCount, limits.Count)
-	}
-}
-
-// laterFollower is an agent client that can open a follow before it knows
-// the job (agentclient.Client).
-type laterFollower interface {
-	FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error)
-}
-
-// followEarly is follow of the job name gives: its first exec opens before
-// name answers, if the agent client can.
-func (r *runner) followEarly(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), w io.Writer, ended func() bool) error {
-	offset := agentapi.AwaitStart
-	if lf, ok := r.cluster.Agent.(laterFollower); ok {
-		reached, err := lf.FollowLater(ctx, pod, name, offset, w)
-		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
-			return err
-		}
-		// A follow cut before its first byte (an older agent refused the
-		// job on stdin, or the job waited past the idle limit) still waits
-		// for the start.
-		if reached > 0 {
-			offset = max(offset, reached)
-		}
-	}
-	job, err := name(ctx)
-	if err != nil {
-		return err
-	}
-	return r.followFrom(ctx, pod, job, offset, w, ended)
-}
-
-// follow copies the job's output to w until it is closed, following again
-// from the offset reached after a cut stream, unless ended says the job has
-// ended (its worker may be gone). It may begin before the job starts: the
-// agent holds the follow until then.
-func (r *runner) follow(ctx context.Context, pod types.NamespacedName, job string, w io.Writer, ended func() bool) error {
-	return r.followFrom(ctx, pod, job, agentapi.AwaitStart, w, ended)
-}
-
-// followFrom is follow from offset.
-func (r *runner) followFrom(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer, ended func() bool) error {
-	for {
-		reached, err := r.cluster.Agent.Follow(ctx, pod, job, offset, w)
-		if reached > 0 {
-			offset = max(offset, reached)
-		}
-		if offset == agentapi.AwaitStart && errors.Is(err, agentapi.ErrUsage) {
-			// An agent older than AwaitStart: follow from 0 once the job
-			// runs, retrying until then.
-			offset = 0
-		}
-		if err == nil || ctx.Err() != nil || (ended != nil && ended()) {
-			return err
-		}
-		select {
-		case <-time.After(followRetry):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 }
 
@@ -527,7 +401,7 @@ func idleTimeout(j *shellv1alpha1.ShellJob) int64 {
 }
 
 // saveFiles streams the files the command left in $SHELLJOB_OUT from the
-// agent's tar stream into the output directory, each straight into its
+// job's tar stream into the output directory, each straight into its
 // file, within the file limits, and shows PNG images inline on a
 // terminal. It returns the paths written and what was left out. No name
 // reaches outside the directory (os.Root), and a file cut short is
@@ -541,7 +415,7 @@ func (r *runner) saveFiles(ctx context.Context, j *shellv1alpha1.ShellJob) ([]st
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)
-		pw.CloseWithError(r.cluster.Agent.GetFiles(ctx, r.cluster.workerPod(j), string(j.UID), pw))
+		pw.CloseWithError(r.cluster.Stream.GetFiles(ctx, j.Name, pw))
 	}()
 	defer func() {
 		// Closing the reader ends a GetFiles still writing.

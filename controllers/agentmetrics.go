@@ -58,8 +58,8 @@ func (a countingAgent) PutFiles(ctx context.Context, pod types.NamespacedName, j
 	return err
 }
 
-func (a countingAgent) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	err := a.Client.GetFiles(ctx, pod, job, w)
+func (a countingAgent) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
+	err := a.Client.GetFiles(ctx, pod, job, offset, w)
 	count(ctx, agentapi.CmdGetFiles, err)
 	return err
 }

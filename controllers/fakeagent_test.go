@@ -322,13 +322,17 @@ func (a *fakeAgent) PutFiles(context.Context, types.NamespacedName, string, io.R
 	return errors.New("fake agent: PutFiles is not used by the operator")
 }
 
-func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, io.Writer) error {
+func (a *fakeAgent) GetFiles(context.Context, types.NamespacedName, string, int64, io.Writer) error {
 	return errors.New("fake agent: GetFiles is not used by the operator")
 }
 
 // Delivered takes the mark: the real agent's handling of it is
 // TestRealAgentSpoolRoom's.
 func (a *fakeAgent) Delivered(context.Context, types.NamespacedName, string) error { return nil }
+
+func (a *fakeAgent) Hangup(context.Context, types.NamespacedName, string, string) error {
+	return errors.New("fake agent: Hangup is not used by the operator's controllers")
+}
 
 var _ agentapi.Client = &fakeAgent{}
 

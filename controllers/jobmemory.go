@@ -78,6 +78,9 @@ type agentFacts struct {
 	// Files counts the files the command left in $SHELLJOB_OUT; set with
 	// Exited by an agent that counts them.
 	Files *agentapi.Files
+	// Signals are the signals the agent sent to the job's group when
+	// asked; set with Exited.
+	Signals []agentapi.SentSignal
 }
 
 func newJobMemory() *jobMemory {
@@ -216,7 +219,7 @@ func (m *jobMemory) record(key types.NamespacedName, pod string, ev agentapi.Eve
 		case agentapi.EventExited:
 			if !f.Exited {
 				f.Exited, f.ExitCode, f.ExitedAt, f.Lost = true, ev.ExitCode, ev.Time, ev.Lost
-				f.OOMKills, f.Shutdown, f.Files = ev.OOMKills, ev.Shutdown, ev.Files
+				f.OOMKills, f.Shutdown, f.Files, f.Signals = ev.OOMKills, ev.Shutdown, ev.Files, ev.Signals
 				notify = true
 			}
 		}

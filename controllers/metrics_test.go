@@ -179,11 +179,15 @@ func (a errAgent) PutFiles(context.Context, types.NamespacedName, string, io.Rea
 	return a.err
 }
 
-func (a errAgent) GetFiles(context.Context, types.NamespacedName, string, io.Writer) error {
+func (a errAgent) GetFiles(context.Context, types.NamespacedName, string, int64, io.Writer) error {
 	return a.err
 }
 
 func (a errAgent) Delivered(context.Context, types.NamespacedName, string) error {
+	return a.err
+}
+
+func (a errAgent) Hangup(context.Context, types.NamespacedName, string, string) error {
 	return a.err
 }
 
@@ -212,7 +216,7 @@ func TestAgentExecErrors(t *testing.T) {
 			return a.PutFiles(ctx, pod, "j", strings.NewReader(""))
 		},
 		agentapi.CmdGetFiles: func(ctx context.Context, a agentapi.Client) error {
-			return a.GetFiles(ctx, pod, "j", io.Discard)
+			return a.GetFiles(ctx, pod, "j", 0, io.Discard)
 		},
 		agentapi.CmdDelivered: func(ctx context.Context, a agentapi.Client) error {
 			return a.Delivered(ctx, pod, "j")

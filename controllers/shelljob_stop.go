@@ -140,17 +140,26 @@ func (r *ShellJobReconciler) stoppedBeforeRun(ctx context.Context, job *shellv1a
 
 // sentSignals are the signals sent to the job's group: this process's
 // record when it has one at least as long as the status's, since it holds
-// exact times and may be ahead of a stale cache.
+// exact times and may be ahead of a stale cache; the agent's, told with the
+// job's exit, when it is longer than both, as when an operator died between
+// a signal and its record.
 func (r *ShellJobReconciler) sentSignals(job *shellv1alpha1.ShellJob) []sentSignal {
-	mem := r.memory.signals(client.ObjectKeyFromObject(job), job.UID)
-	if len(mem) >= len(job.Status.StopSteps) {
-		return mem
+	key := client.ObjectKeyFromObject(job)
+	sent := r.memory.signals(key, job.UID)
+	if len(sent) < len(job.Status.StopSteps) {
+		sent = make([]sentSignal, 0, len(job.Status.StopSteps))
+		for _, s := range job.Status.StopSteps {
+			sent = append(sent, sentSignal{step: s, at: s.Time.Time})
+		}
 	}
-	out := make([]sentSignal, 0, len(job.Status.StopSteps))
-	for _, s := range job.Status.StopSteps {
-		out = append(out, sentSignal{step: s, at: s.Time.Time})
+	if f, known := r.memory.facts(key, job.UID); known && f.Pod == job.Status.Pod && len(f.Signals) > len(sent) {
+		sent = make([]sentSignal, 0, len(f.Signals))
+		for _, s := range f.Signals {
+			at := metav1.NewTime(s.Time)
+			sent = append(sent, sentSignal{step: shellv1alpha1.StopStep{Signal: shellv1alpha1.Signal(s.Signal.Name()), Time: at, GroupEmpty: s.GroupEmpty}, at: s.Time})
+		}
 	}
-	return out
+	return sent
 }
 
 func steps(sent []sentSignal) []shellv1alpha1.StopStep {

@@ -374,3 +374,48 @@ func TestShutdownTimeouts(t *testing.T) {
 		t.Errorf("an agent call and a status write take up to %v, not below GracefulShutdownTimeout (%v)", longest, GracefulShutdownTimeout)
 	}
 }
+
+// TestSentSignalsFromTheAgent: a job whose exit the agent reports with the
+// signals it sent, which neither this operator's memory nor the status
+// holds (the leader that sent them died before it recorded them), ends
+// Stopped with them; the longer record wins in every other case.
+func TestSentSignalsFromTheAgent(t *testing.T) {
+	r := &ShellJobReconciler{memory: newJobMemory()}
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	job := utiltesting.MakeShellJob("stopped", "ns").Obj()
+	job.UID, job.Status.Pod = "uid-1", "worker-0"
+	key := client.ObjectKeyFromObject(job)
+	names := func(sent []sentSignal) (out []shellv1alpha1.Signal) {
+		for _, s := range sent {
+			out = append(out, s.step.Signal)
+		}
+		return out
+	}
+
+	r.memory.record(key, "worker-0", agentapi.Event{Type: agentapi.EventStarted, Job: "uid-1", Time: at, PGID: 7})
+	if got := names(r.sentSignals(job)); len(got) != 0 {
+		t.Fatalf("before any signal: %v", got)
+	}
+	code := 130
+	r.memory.record(key, "worker-0", agentapi.Event{Type: agentapi.EventExited, Job: "uid-1", Time: at.Add(time.Second), ExitCode: &code,
+		Signals: []agentapi.SentSignal{{Signal: agentapi.SIGINT, Time: at.Add(time.Second)}}})
+	sent := r.sentSignals(job)
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT}, names(sent)); diff != "" {
+		t.Fatalf("the agent's signals (-want +got):\n%s", diff)
+	}
+	job.Status.StopSteps = steps(sent)
+	f, _ := r.memory.facts(key, job.UID)
+	if ev := shelljob.SetExited(job, exitOf(f), "", at.Add(2*time.Second)); job.Status.Phase != shellv1alpha1.PhaseStopped {
+		t.Errorf("phase %s (%s), want Stopped", job.Status.Phase, ev.Note)
+	}
+
+	job.Status.StopSteps = []shellv1alpha1.StopStep{{Signal: shellv1alpha1.SIGINT}, {Signal: shellv1alpha1.SIGTERM}}
+	if diff := cmp.Diff([]shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}, names(r.sentSignals(job))); diff != "" {
+		t.Errorf("a longer status (-want +got):\n%s", diff)
+	}
+	job.Status.StopSteps = nil
+	job.Status.Pod = "worker-1"
+	if got := names(r.sentSignals(job)); len(got) != 0 {
+		t.Errorf("the facts of another worker count: %v", got)
+	}
+}

@@ -194,6 +194,8 @@ section_cluster() {
   ratio_table "40 12 14" shelljob "kubectl exec" \
     "start latency p50 (ms)|start_p50|start_base_p50" \
     "start latency p95 (ms)|start_p95|start_base_p95" \
+    "  the operator's warm channel, p50 (ms)|start_warm_p50|start_base_p50" \
+    "  the operator's warm channel, p95 (ms)|start_warm_p95|start_base_p95" \
     "  an exec per follow, p50 (ms)|start_cold_p50|start_base_p50" \
     "  an exec per follow, p95 (ms)|start_cold_p95|start_base_p95" \
     "throughput, 256 MiB of zeros (MiB/s)|throughput|throughput_base" \
@@ -203,10 +205,11 @@ section_cluster() {
   echo "(the reader got $(bench delivered) MiB of the 256: the spool keeps the first and last 16 MiB, and a"
   echo " reader that falls behind by more than that gets a gap line instead of the bytes it missed)"
   echo
-  echo "(start latency: the follower keeps a warm channel to each worker, as the bot does; an exec per"
-  echo " follow is kubectl shelljob's case, a new process each time)"
+  echo "(start latency and throughput: read through the stream API's log subresource, opened right after"
+  echo " the create, as the bot and kubectl shelljob read; beside it, a follower of its own with a warm"
+  echo " channel to each worker's agent, and one with an exec of the agent per follow, the paths before it)"
   echo
-  echo "Where a start goes, p50 from the create call (the follower opens once the job is placed):"
+  echo "Where a start goes, p50 from the create call (the stream API follower opens at the create):"
   printf '  %-44s %8s ms\n' "create call returned" "$(bench start_step_create_p50)" \
     "watch shows the placement (number, placement)" "$(bench start_step_placed_p50)" \
     "watch shows Running (start over the channel)" "$(bench start_step_running_p50)" \

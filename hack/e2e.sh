@@ -20,8 +20,18 @@ context="$("${HACK_DIR}/stack.sh" | tail -n 1)"
 kubectl_bin="$("${HACK_DIR}/kube-binaries.sh" kubectl)/kubectl"
 kubectl() { "${kubectl_bin}" --context "${context}" "$@"; }
 
+# A cut benchmark can leave thousands of jobs: one deletecollection call
+# removes them all (kubectl delete would send one request per job under its
+# client-side rate limit), repeated while the API server's cache of them is
+# still (re)initializing (429) after a restart of the cluster, then the wait
+# lets the operator's finalizers run.
 clean() {
-  kubectl -n "${NAMESPACE}" delete shelljobs -l e2e.shelljob.dev/test --wait --timeout=120s >&2
+  local deadline=$((SECONDS + 600)) left
+  until kubectl delete --raw "/apis/shell.shelljob.dev/v1alpha1/namespaces/${NAMESPACE}/shelljobs?labelSelector=e2e.shelljob.dev%2Ftest" >/dev/null &&
+    left="$(kubectl -n "${NAMESPACE}" get shelljobs -l e2e.shelljob.dev/test -o name --chunk-size=500 | wc -l)" && ((left == 0)); do
+    ((SECONDS < deadline)) || die "the ShellJobs of an earlier run are still there after 10 minutes"
+    sleep 2
+  done
   kubectl -n "${NAMESPACE}" delete shellpools -l e2e.shelljob.dev/pool --ignore-not-found --wait --timeout=120s >&2
 }
 

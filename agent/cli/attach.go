@@ -16,9 +16,11 @@ import (
 // exits with the exit status of the console's command. On a terminal, it
 // puts it in raw mode, so that every key goes to the console as it is
 // typed, and sends its size at the start and after each SIGWINCH. A hangup
-// or a signal to end ends the attach, and so hangs the console up.
+// or a signal to end ends the attach, and so hangs the console up. With
+// --session, a hangup of that name kills it.
 func attach(e *env, args []string) error {
-	e.jobFlags()
+	fs := e.jobFlags()
+	session := fs.String("session", "", "the attach's name, for the hangup that ends it")
 	c, err := e.parseJob(args)
 	if err != nil {
 		return err
@@ -35,7 +37,7 @@ func attach(e *env, args []string) error {
 		sizes = make(chan agent.WindowSize, 1)
 		go followSize(ctx, tty, sizes)
 	}
-	code, err := c.Attach(ctx, e.job, e.stdin, e.stdout, sizes)
+	code, err := c.AttachSession(ctx, e.job, *session, e.stdin, e.stdout, sizes)
 	if err != nil {
 		return err
 	}

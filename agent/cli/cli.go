@@ -31,11 +31,12 @@ const usage = `usage: shelljob-agent [serve] [flags]     run the daemon (PID 1 o
        shelljob-agent events [--watch-stdin]
        shelljob-agent follow --job J|- [--offset N|-1] [--framed|--text=escaped|rendered] [--watch-stdin]   -1: await the start; -: J on stdin
        shelljob-agent put-files --job J      tar on stdin
-       shelljob-agent get-files --job J      tar on stdout
+       shelljob-agent get-files --job J [--offset N]   tar on stdout
        shelljob-agent delivered --job J      J was delivered: its spool may go for room
        shelljob-agent ping                   exit 0 once the daemon answers
        shelljob-agent control [--no-events] [--keepalive 20s]  requests on stdin, answers and events on stdout
-       shelljob-agent attach --job J         a terminal on the console J; exits with its status
+       shelljob-agent attach --job J [--session S]   a terminal on the console J; exits with its status
+       shelljob-agent hangup --job J [--session S]   hang the console J up, and end its attach (S's alone)
 Every subcommand takes --spool-dir (default $` + agentapi.SpoolDirEnv + ` or ` + agentapi.SpoolDir + `),
 --socket and --protocol.
 `
@@ -59,6 +60,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		agentapi.CmdPing:     ping,
 		agentapi.CmdControl:  control,
 		agentapi.CmdAttach:   attach,
+		agentapi.CmdHangup:   hangup,
 		agentapi.CmdDelivered: func(e *env, args []string) error {
 			return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error { return c.Delivered(ctx, job) })
 		},
@@ -431,6 +433,18 @@ func control(e *env, args []string) error {
 	return c.Control(ctx, e.stdin, e.stdout, agent.ControlOptions{Events: !*noEvents, Keepalive: *keepalive})
 }
 
+func hangup(e *env, args []string) error {
+	fs := e.jobFlags()
+	session := fs.String("session", "", "hang up only if the attach on the console is this one")
+	c, err := e.parseJob(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.Hangup(ctx, e.job, *session)
+}
+
 func putFiles(e *env, args []string) error {
 	return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error {
 		return c.PutFiles(ctx, job, e.stdin)
@@ -438,9 +452,18 @@ func putFiles(e *env, args []string) error {
 }
 
 func getFiles(e *env, args []string) error {
-	return onJob(e, args, func(ctx context.Context, c *agent.Client, job string) error {
-		return c.GetFiles(ctx, job, e.stdout)
-	})
+	fs := e.jobFlags()
+	offset := fs.Int64("offset", 0, "the byte of the tar stream to start from")
+	c, err := e.parseJob(args)
+	if err != nil {
+		return err
+	}
+	if *offset < 0 {
+		return usageError{fmt.Errorf("--offset %d: an offset counts bytes from 0", *offset)}
+	}
+	ctx, cancel := e.context(false)
+	defer cancel()
+	return c.GetFiles(ctx, e.job, *offset, e.stdout)
 }
 
 // onJob runs a subcommand whose only flag of its own is --job.

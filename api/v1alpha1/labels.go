@@ -56,10 +56,11 @@ const (
 	// such a job, and stops one without it.
 	AnnotationFilesPut = "shell.shelljob.dev/files-put"
 	// AnnotationPreferredWorker names the worker pod the client would like
-	// the job to run on: `kubectl shelljob` opens the job's follow there
-	// before it creates the job. The operator places a Fork or Console job
-	// there when that worker is free and not the pool's stateful worker,
-	// and ignores it otherwise.
+	// the job to run on. The operator places a Fork or Console job there
+	// when that worker is free and not the pool's stateful worker, and
+	// ignores it otherwise. Neither the bot nor `kubectl shelljob` sets
+	// it: their follows go through the stream API, which reaches every
+	// worker alike.
 	AnnotationPreferredWorker = "shell.shelljob.dev/preferred-worker"
 )
 

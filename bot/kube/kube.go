@@ -1,22 +1,21 @@
 // Package kube is the bot's cluster on the Kubernetes API: ShellJobs
-// through controller-runtime, output and files through the worker agent.
-// What the bot does for a chat admin goes through a client that
-// impersonates the admin's identity (People); as itself, the bot only
+// through controller-runtime, their output and files through the stream
+// API (internal/streamclient), under the bot's own RBAC: the bot reaches
+// no worker pod. What the bot does for a chat admin goes through a client
+// that impersonates the admin's identity (People); as itself, the bot only
 // reads, keeps its bookkeeping annotations and stops jobs as it goes
 // offline.
 package kube
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +28,7 @@ import (
 	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 // Cluster implements bot.Cluster.
@@ -38,21 +38,15 @@ type Cluster struct {
 	Namespace string
 	// People act for the chat admins (As).
 	People *People
-	// WorkerNamespace holds the worker pods, where the agent is exec'd.
-	// Defaults to Namespace.
-	WorkerNamespace string
-	Agent           agentapi.Client
+	// Stream reads the jobs' output and moves their files, as the bot
+	// itself: the stream API's client of Namespace.
+	Stream *streamclient.Client
 	// Cache holds the ShellJobs of Namespace (NewCache), started: Watch and
 	// List read them there, all through one watch.
 	Cache cache.Cache
 
 	feedMu  sync.Mutex
 	jobFeed *kubeutil.Feed
-}
-
-// worker is the key of the worker pod named name.
-func (c *Cluster) worker(name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: cmp.Or(c.WorkerNamespace, c.Namespace), Name: name}
 }
 
 var _ bot.Cluster = (*Cluster)(nil)
@@ -246,53 +240,32 @@ func (c *Cluster) Pool(ctx context.Context, name string) (*shellv1alpha1.ShellPo
 	return &sp, nil
 }
 
-// ErrWorkerReplaced: the pod of the job's worker is not the one the job
-// ran on, but a replacement that took its name.
-var ErrWorkerReplaced = fmt.Errorf("worker pod replaced: %w", bot.ErrWorkerGone)
-
-// Follow implements bot.OutputFollower. The job's status records no pod
-// UID, so a pod created after the job started is taken for a replacement.
+// Follow implements bot.OutputFollower.
 func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
-	name, err := c.jobWorker(ctx, sj)
-	if err != nil {
-		return offset, err
-	}
-	return c.Agent.Follow(ctx, name, string(sj.UID), offset, w)
+	reached, err := c.Stream.Follow(ctx, sj.Name, offset, w)
+	return reached, lost(err)
 }
 
-// FollowText implements bot.OutputFollower, from the worker Follow reads.
+// FollowText implements bot.OutputFollower.
 func (c *Cluster) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
-	name, err := c.jobWorker(ctx, sj)
-	if err != nil {
-		return err
-	}
-	return c.Agent.FollowText(ctx, name, string(sj.UID), mode, w)
+	return lost(c.Stream.FollowText(ctx, sj.Name, mode, w))
 }
 
-// jobWorker is the pod the job ran on, if it is still there.
-func (c *Cluster) jobWorker(ctx context.Context, sj *shellv1alpha1.ShellJob) (types.NamespacedName, error) {
-	name := c.worker(sj.Status.Pod)
-	var pod corev1.Pod
-	if err := c.Client.Get(ctx, name, &pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			err = fmt.Errorf("%w: %w", bot.ErrWorkerGone, err)
-		}
-		return name, fmt.Errorf("get worker pod %s: %w", name, err)
-	}
-	if start := sj.Status.StartTime; start != nil && pod.CreationTimestamp.After(start.Time) {
-		return name, fmt.Errorf("%s, created %s, after job %s started: %w", name, pod.CreationTimestamp.UTC().Format(time.RFC3339), sj.Name, ErrWorkerReplaced)
-	}
-	return name, nil
+// PutFiles implements bot.FileMover.
+func (c *Cluster) PutFiles(ctx context.Context, job string, r io.Reader) error {
+	return c.Stream.PutFiles(ctx, job, r)
 }
 
-// PutFiles implements bot.FileMover. The pod is looked for in
-// WorkerNamespace.
-func (c *Cluster) PutFiles(ctx context.Context, pod types.NamespacedName, job string, r io.Reader) error {
-	return c.Agent.PutFiles(ctx, c.worker(pod.Name), job, r)
+// GetFiles implements bot.FileMover.
+func (c *Cluster) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	return lost(c.Stream.GetFiles(ctx, job, w))
 }
 
-// GetFiles implements bot.FileMover. The pod is looked for in
-// WorkerNamespace.
-func (c *Cluster) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
-	return c.Agent.GetFiles(ctx, c.worker(pod.Name), job, w)
+// lost marks the error of an output or files that are lost (410 Gone) as
+// the bot knows it.
+func lost(err error) error {
+	if errors.Is(err, streamclient.ErrOutputLost) {
+		return fmt.Errorf("%w: %w", bot.ErrWorkerGone, err)
+	}
+	return err
 }

@@ -420,7 +420,7 @@ func TestSubmitTimedOut(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	botConfig := installChart(t, ns)
-	c := botCluster(t, botConfig, ns, ns+"-workers")
+	c := botCluster(t, botConfig, ns)
 	for name, made := range map[string]bool{"carried out": true, "not carried out": false} {
 		t.Run(name, func(t *testing.T) {
 			// The admins' requests reach the API server as the bot's do,

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/charttest"
 )
@@ -35,15 +36,15 @@ func readManifest(t *testing.T, name string, obj any) {
 }
 
 // botConfig applies config/bot's ServiceAccount, Roles and RoleBindings in
-// ns, its workers' Role and RoleBinding in wns, and its impersonation
-// ClusterRole and binding, and returns a client config and a client that
-// act as that ServiceAccount, with a token the API server issued for it.
-func botConfig(t *testing.T, ns, wns string) (*rest.Config, client.Client) {
+// ns, and its impersonation ClusterRole and binding, and returns a client
+// config and a client that act as that ServiceAccount, with a token the
+// API server issued for it.
+func botConfig(t *testing.T, ns string) (*rest.Config, client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	var sa corev1.ServiceAccount
-	var role, telegramRole, workerRole rbacv1.Role
-	var binding, telegramBinding, workerBinding rbacv1.RoleBinding
+	var role, telegramRole rbacv1.Role
+	var binding, telegramBinding rbacv1.RoleBinding
 	var impersonate rbacv1.ClusterRole
 	var impersonateBinding rbacv1.ClusterRoleBinding
 	readManifest(t, "service_account.yaml", &sa)
@@ -51,22 +52,17 @@ func botConfig(t *testing.T, ns, wns string) (*rest.Config, client.Client) {
 	readManifest(t, "role_binding.yaml", &binding)
 	readManifest(t, "telegram_role.yaml", &telegramRole)
 	readManifest(t, "telegram_role_binding.yaml", &telegramBinding)
-	readManifest(t, "worker_role.yaml", &workerRole)
-	readManifest(t, "worker_role_binding.yaml", &workerBinding)
 	readManifest(t, "impersonate_role.yaml", &impersonate)
 	readManifest(t, "impersonate_role_binding.yaml", &impersonateBinding)
 	sa.Namespace, role.Namespace, binding.Namespace, telegramRole.Namespace, telegramBinding.Namespace = ns, ns, ns, ns, ns
-	workerRole.Namespace, workerBinding.Namespace = wns, wns
-	for _, b := range []*rbacv1.RoleBinding{&binding, &workerBinding} {
-		for i := range b.Subjects {
-			b.Subjects[i].Namespace = ns
-		}
+	for i := range binding.Subjects {
+		binding.Subjects[i].Namespace = ns
 	}
 	// Cluster-wide: named for the test's namespace.
 	impersonate.Name += "-" + ns
 	impersonateBinding.Name, impersonateBinding.RoleRef.Name = impersonate.Name, impersonate.Name
 	impersonateBinding.Subjects[0].Namespace = ns
-	for _, obj := range []client.Object{&sa, &role, &binding, &telegramRole, &telegramBinding, &workerRole, &workerBinding, &impersonate, &impersonateBinding} {
+	for _, obj := range []client.Object{&sa, &role, &binding, &telegramRole, &telegramBinding, &impersonate, &impersonateBinding} {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("apply %T: %v", obj, err)
 		}
@@ -91,8 +87,8 @@ func TestBotRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wns := namespace(t)
-	cfg, bc := botConfig(t, ns, wns)
-	c := botCluster(t, cfg, ns, wns)
+	cfg, bc := botConfig(t, ns)
+	c := botCluster(t, cfg, ns)
 	const admin1, notAdmin = 111, 333
 
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
@@ -127,14 +123,31 @@ func TestBotRole(t *testing.T) {
 	listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 1 })
 	useStores(t, bc, ns)
 
-	// Exec into the workers is allowed, in their namespace only (not into
-	// the operator's pod beside the bot): no kubelet runs here, so ask.
-	for _, verb := range []string{"create", "get"} {
-		if !allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: wns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
-			t.Errorf("pods/exec %s in the workers' namespace is not allowed", verb)
+	// The jobs' output and files through the stream API, in the bot's
+	// namespace alone; no pod anywhere, and so no exec into a worker: no
+	// server serves the stream API here, so ask.
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Verb: "get", Subresource: "log"}, {Verb: "get", Subresource: "files"},
+		{Verb: "create", Subresource: "files"}, {Verb: "update", Subresource: "files"},
+	} {
+		a.Group, a.Resource, a.Name = streamv1alpha1.GroupName, streamv1alpha1.Resource, "j"
+		if a.Namespace = ns; !allowed(t, bc, a) {
+			t.Errorf("%s shelljobs/%s in the bot's namespace is not allowed", a.Verb, a.Subresource)
 		}
-		if allowed(t, bc, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "pods", Subresource: "exec", Name: "shell-0"}) {
-			t.Errorf("pods/exec %s in the bot's own namespace is allowed", verb)
+		if a.Namespace = wns; allowed(t, bc, a) {
+			t.Errorf("%s shelljobs/%s in another namespace is allowed", a.Verb, a.Subresource)
+		}
+	}
+	for _, n := range []string{ns, wns} {
+		for _, a := range []authorizationv1.ResourceAttributes{
+			{Verb: "create", Resource: "pods", Subresource: "exec"}, {Verb: "get", Resource: "pods", Subresource: "exec"},
+			{Verb: "get", Resource: "pods"}, {Verb: "list", Resource: "pods"},
+			{Verb: "create", Group: streamv1alpha1.GroupName, Resource: streamv1alpha1.Resource, Subresource: "attach"},
+		} {
+			a.Namespace = n
+			if allowed(t, bc, a) {
+				t.Errorf("%s %s/%s in %s is allowed", a.Verb, a.Resource, a.Subresource, n)
+			}
 		}
 	}
 

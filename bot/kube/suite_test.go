@@ -42,7 +42,7 @@ const (
 // cache started until the end of the test.
 func newCluster(t *testing.T, ns string) *kube.Cluster {
 	t.Helper()
-	return botCluster(t, installChart(t, ns), ns, ns+"-workers")
+	return botCluster(t, installChart(t, ns), ns)
 }
 
 // installChart installs the chart's access on ns, with the admins ada and
@@ -58,8 +58,8 @@ func installChart(t *testing.T, ns string) *rest.Config {
 	return in.Bot(t)
 }
 
-// botCluster is the bot's Cluster on ns as cfg's user, its workers in wns.
-func botCluster(t *testing.T, cfg *rest.Config, ns, wns string) *kube.Cluster {
+// botCluster is the bot's Cluster on ns as cfg's user.
+func botCluster(t *testing.T, cfg *rest.Config, ns string) *kube.Cluster {
 	t.Helper()
 	options := client.Options{Scheme: env.Scheme, Mapper: env.Client.RESTMapper()}
 	c, err := client.New(cfg, options)
@@ -70,7 +70,7 @@ func botCluster(t *testing.T, cfg *rest.Config, ns, wns string) *kube.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kube.Cluster{Client: c, Namespace: ns, WorkerNamespace: wns, Cache: jobs, People: kube.NewPeople(cfg, options)}
+	return &kube.Cluster{Client: c, Namespace: ns, Cache: jobs, People: kube.NewPeople(cfg, options)}
 }
 
 // admin is the cluster acting for the chat admin tg.

@@ -1,9 +1,7 @@
 package kubetest
 
 import (
-	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"regexp"
 	"strconv"
@@ -11,46 +9,30 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"shelljob.dev/shelljob/agent"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/streamapi/streamapitest"
 )
 
-// consoleThroughAgent stands for the attach subresource of the aggregated
-// API, which envtest does not serve: it reaches a console through the
-// agent of its worker, as the API's server does through the operator (the
-// agent's attach subcommand).
-type consoleThroughAgent struct{ cl *clustertest.Cluster }
-
-func (a consoleThroughAgent) Attach(ctx context.Context, job *shellv1alpha1.ShellJob, opts remotecommand.StreamOptions) error {
-	pod := types.NamespacedName{Namespace: cmp.Or(job.Status.PodNamespace, job.Namespace), Name: job.Status.Pod}
-	var sizes chan agent.WindowSize
-	if q := opts.TerminalSizeQueue; q != nil {
-		sizes = make(chan agent.WindowSize)
-		go func() {
-			for s := q.Next(); s != nil; s = q.Next() {
-				select {
-				case sizes <- agent.WindowSize{Rows: s.Height, Cols: s.Width}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+// consoleCluster is a cluster whose workers are bound to a stand-in
+// kubelet (streamapitest.Kubelet), so that the stream API's attach reaches
+// them through the API server's pods/exec, as in a cluster.
+func consoleCluster(t *testing.T, workers int32) *clustertest.Cluster {
+	t.Helper()
+	cl := clustertest.Start(t, env, clustertest.Options{Workers: workers})
+	kubelet := streamapitest.StartKubelet(t, env, cl)
+	var pods corev1.PodList
+	if err := cl.Client.List(context.Background(), &pods, client.InNamespace(cl.Namespace), client.MatchingLabels{shellv1alpha1.LabelPool: cl.Pool}); err != nil {
+		t.Fatal(err)
 	}
-	code, err := a.cl.Agents.Attach(ctx, pod, string(job.UID), opts.Stdin, opts.Stdout, sizes)
-	if err != nil {
-		return err
+	for _, p := range pods.Items {
+		kubelet.Bind(client.ObjectKeyFromObject(&p))
 	}
-	if code != 0 {
-		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with non-zero exit code: %d", code), Code: code}
-	}
-	return nil
+	return cl
 }
 
 // consoleJobs lists the Console jobs of cl's namespace.
@@ -89,7 +71,7 @@ func waitEnded(ctx context.Context, t *testing.T, cl *clustertest.Cluster, name 
 // status is the command's, and the job is numbered, listed, ended with
 // that status and marked delivered, with the session in its output.
 func TestConsoleIsAJob(t *testing.T) {
-	cl := clustertest.Start(t, env, clustertest.Options{Workers: 2})
+	cl := consoleCluster(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The input stays open until the shell has ended: its end would send
@@ -129,7 +111,7 @@ func TestConsoleIsAJob(t *testing.T) {
 // A console is stopped as any job is: its shell gets the stop ladder, and
 // the console ends with its status.
 func TestConsoleStopped(t *testing.T) {
-	cl := clustertest.Start(t, env, clustertest.Options{Workers: 1})
+	cl := consoleCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	in, typing := io.Pipe()

@@ -18,14 +18,13 @@ import (
 	"shelljob.dev/shelljob/cli"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 // pluginOn runs kubectl-shelljob as user in cl's namespace: the real
-// commands and clients on the envtest kubeconfig, but for the agents of
-// cl's workers, which it reaches as clustertest's operator does, in place
-// of pod exec (envtest has no kubelet), and for the consoles, which it
-// attaches to through their agents in place of the aggregated API
-// (consoleThroughAgent).
+// commands and clients on the envtest kubeconfig, the stream API's
+// reached through cl's front, in place of the API server's aggregation
+// layer, which envtest does not have.
 func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, args ...string) (string, string, int) {
 	t.Helper()
 	return pluginOnInput(ctx, t, cl, user, strings.NewReader(""), args...)
@@ -34,21 +33,29 @@ func pluginOn(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user s
 // pluginOnInput is pluginOn with in for its standard input.
 func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, user string, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
+	originPolicy(ctx, t, cl.Namespace)
 	flags := genericclioptions.NewConfigFlags(true)
 	kubeconfig, ns, cacheDir := env.Kubeconfig, cl.Namespace, t.TempDir()
 	groups := []string{"system:masters"}
 	flags.KubeConfig, flags.Namespace, flags.Impersonate, flags.ImpersonateGroup, flags.CacheDir = &kubeconfig, &ns, &user, &groups, &cacheDir
-	workerNS := ""
-	real := cli.NewClusterGetter(flags, &workerNS)
+	real := cli.NewClusterGetter(flags)
+	// The front is no API server: it takes no impersonation, so the
+	// stream API meets user by a client certificate of their own, in the
+	// groups the flags impersonate, as the aggregation layer would pass
+	// the impersonated user on.
+	streamConfig := cl.Stream.Config(env.User(t, user, groups...))
 	var out, errOut bytes.Buffer
 	cmd := cli.NewCmd(cli.Options{
 		IOStreams: genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut},
 		Cluster: func() (*cli.Cluster, error) {
 			c, err := real()
-			if c != nil {
-				c.Agent = cl.Agents
-				c.Attacher = consoleThroughAgent{cl}
+			if err != nil {
+				return nil, err
 			}
+			if c.Stream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace, Own: true}); err != nil {
+				return nil, err
+			}
+			c.AnyStream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace})
 			return c, err
 		},
 		Interrupts: func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} },

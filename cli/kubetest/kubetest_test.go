@@ -71,6 +71,23 @@ func as(t *testing.T, user string) client.Client {
 	return c
 }
 
+// originPolicy applies config/policy's origin policy, as a cluster has
+// it, and waits until the API server enforces it in ns: the plugin then
+// names its user in the jobs it creates, whom the stream API's owner
+// rule lets read them through myshelljobs.
+func originPolicy(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	applyPolicy(t, "origin.yaml", nil)
+	probe := as(t, "policy-probe")
+	forged := utiltesting.MakeShellJob("probe", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "someone-else"})
+	for probe.Create(ctx, forged.Clone().Obj(), client.DryRunAll) == nil {
+		if ctx.Err() != nil {
+			t.Fatal("the origin policy is not enforced")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // plugin runs kubectl-shelljob on the envtest kubeconfig as user, in ns,
 // and returns stdout, stderr and the exit code.
 func plugin(ctx context.Context, user, ns string, in io.Reader, args ...string) (string, string, int) {

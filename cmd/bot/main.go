@@ -14,10 +14,12 @@
 //
 // Commands become ShellJobs in -namespace, run by the operator on -pool
 // or on the pool -identities maps the chat to; the bot reads their output
-// from the workers' agents by pod exec. -identities names the file of who
-// each admin is to Kubernetes (internal/identity, the chart's ConfigMap):
-// the bot impersonates that identity for everything it does on an admin's
-// behalf. Without it, every admin is their default identity.
+// and moves their files through the stream API (stream.shelljob.dev,
+// internal/streamclient), which the operator serves: it reaches no worker
+// pod itself. -identities names the file of who each admin is to
+// Kubernetes (internal/identity, the chart's ConfigMap): the bot
+// impersonates that identity for everything it does on an admin's behalf.
+// Without it, every admin is their default identity.
 package main
 
 import (
@@ -58,10 +60,9 @@ import (
 	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
-	"shelljob.dev/shelljob/internal/agentapi"
-	"shelljob.dev/shelljob/internal/agentclient"
 	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/outfiles"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 func main() {
@@ -91,7 +92,6 @@ func run() error {
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
 		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands, in chats -identities maps to none")
 		idFile    = flag.String("identities", "", "file of the admins' Kubernetes identities and the chats' pools (internal/identity, the chart's shelljob-bot-identities ConfigMap); empty: every admin is user shelljob:telegram:<id>, every chat runs on -pool")
-		workerNS  = flag.String("worker-namespace", "", "namespace of the worker pods, where the agent is exec'd (default: -namespace)")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
 		pubKey    = flag.String("public-key", "", "PEM file with the server's RSA public key; default: Telegram's")
@@ -148,7 +148,7 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			left, err := bot.GoOffline(ctx, &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Cache: jobs}, log.WithName("offline"))
+			left, err := bot.GoOffline(ctx, &kube.Cluster{Client: c, Namespace: *namespace, Cache: jobs}, log.WithName("offline"))
 			if err != nil {
 				return err
 			}
@@ -199,7 +199,7 @@ func run() error {
 		return fmt.Errorf("-health-probe-bind-address: %w", err)
 	}
 	opts := tgclient.Options{AppID: appID, AppHash: appHash, Token: token, DC: *dc, Log: log.WithName("telegram"), GotdDebug: *gotdDebug, Ready: health.Ready}
-	agent, err := agentclient.New(cfg, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: true})
+	stream, err := streamclient.New(cfg, streamclient.Options{Namespace: *namespace})
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func run() error {
 		return err
 	}
 	people := kube.NewPeople(apiCfg, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
-	cluster := &kube.Cluster{Client: c, Namespace: *namespace, WorkerNamespace: *workerNS, Agent: agent, Cache: jobs, People: people}
+	cluster := &kube.Cluster{Client: c, Namespace: *namespace, Stream: stream, Cache: jobs, People: people}
 	opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 	state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
 	if err := state.Load(ctx); err != nil {
@@ -307,8 +307,8 @@ func deletePools(c client.Client, namespace string, names []string, log logr.Log
 
 // kubeClient is a client of cfg's cluster with the ShellJob API.
 // apiTimeout bounds each call of the bot's API client, so that a hung
-// API server fails a command instead of holding it. Watches and pod execs
-// go through their own clients.
+// API server fails a command instead of holding it. Watches and the
+// stream API's streams go through their own clients.
 const apiTimeout = 30 * time.Second
 
 // kubeClient is the bot's API client, and its config: the built-in types

@@ -58,12 +58,15 @@ const (
 // Version 2 added the control subcommand and follow's AwaitStart.
 //
 // Within version 2, later agents added the delivered subcommand (and its
-// control operation), EventWorker, and consoles: StartRequest.Console and
-// the attach subcommand. They need no new version: a caller drops an event
-// type it does not know, and an older agent answers the subcommand with
-// ExitUsage, and the operation with an error. An older agent runs a
-// Console job's command as a Fork job's, without a terminal, and refuses
-// its attach.
+// control operation), EventWorker, consoles (StartRequest.Console and the
+// attach subcommand), and then the hangup subcommand (and its control
+// operation) with attach's FlagSession. They need no new version: a
+// caller drops an event type it does not know, and an older agent answers
+// the subcommand with ExitUsage, and the operation with an error that
+// wraps ErrUsage. An older agent runs a Console job's command as a Fork
+// job's, without a terminal, and refuses its attach; one that has attach
+// but not hangup refuses an attach with FlagSession too (no such agent
+// was released).
 const ProtocolVersion = 2
 
 // Subcommands of AgentPath. Each is a thin client of the daemon (PID 1)
@@ -78,18 +81,29 @@ const ProtocolVersion = 2
 //	           not-kept lines; with --text, the final text stream
 //	           (TextMagic and frames) from the start.
 //	put-files  --job; stdin: a tar stream, unpacked into $SHELLJOB_OUT.
-//	get-files  --job; stdout: $SHELLJOB_OUT as a tar stream.
+//	get-files  --job [--offset]; stdout: $SHELLJOB_OUT as a tar stream,
+//	           from byte --offset of it on (an agent older than --offset
+//	           answers it with a usage error). The stream of a job that
+//	           has ended is the same at every read.
 //	ping       exits 0 once the daemon answers, as GET ReadyPath does.
 //	delivered  --job; the job's output and files were delivered to their
 //	           reader: its spool may go once the worker needs the room.
-//	attach     --job; run with a terminal (the exec's TTY): relays the
-//	           terminal to the console of the Console job J, from its
-//	           start, and its size at each SIGWINCH, until the console
-//	           ends; exits with the exit status of its command. It waits
-//	           up to AttachStartWait for the job to start. An attach that
-//	           ends first (its stdin closed, the exec cut) hangs the
+//	attach     --job [--session]; run with a terminal (the exec's TTY):
+//	           relays the terminal to the console of the Console job J,
+//	           from its start, and its size at each SIGWINCH, until the
+//	           console ends; exits with the exit status of its command. It
+//	           waits up to AttachStartWait for the job to start. An attach
+//	           that ends first (its stdin closed, the exec cut) hangs the
 //	           console up. A second attach while one is on fails with
-//	           ExitAttached.
+//	           ExitAttached. --session names the attach, for hangup.
+//	hangup     --job [--session]; hangs up the console of the Console job
+//	           J, as the end of its attach does, and ends that attach
+//	           (its process is killed): with --session, only if the attach
+//	           on the console is the one of that name. The container
+//	           runtime need not tell an attach that its exec was cut (it
+//	           may keep a TTY exec's stdin and terminal open), so whoever
+//	           carried the exec says so. It does nothing to a console that
+//	           has ended, and fails for a job that is no console.
 //	control    the warm control channel: stdin: ControlRequest JSON lines;
 //	           stdout: ControlMessage JSON lines, the event stream's events
 //	           (none with --no-events) and the answers, until stdin closes
@@ -112,6 +126,9 @@ const (
 	// CmdDelivered is the delivered subcommand, and the control operation
 	// of the same name (ControlRequest.Job).
 	CmdDelivered = "delivered"
+	// CmdHangup is the hangup subcommand, and the control operation of the
+	// same name (ControlRequest.Job and Session).
+	CmdHangup = "hangup"
 )
 
 // Timings of consoles.
@@ -150,6 +167,10 @@ const (
 	// FlagNoEvents makes control carry answers only: a reader's channel,
 	// which follows output and needs no events.
 	FlagNoEvents = "--no-events"
+	// FlagSession names an attach, so that a hangup of that name ends it
+	// and no other: the stream API names each attach it carries. A name
+	// is as a job's: letters, digits, '.', '_' and '-', at most 128.
+	FlagSession = "--session"
 )
 
 // Exit codes of the subcommands, beyond 0 (done) and 1 (any other error).
@@ -240,6 +261,15 @@ type SignalResponse struct {
 	GroupEmpty bool `json:"groupEmpty"`
 }
 
+// A SentSignal is a signal the agent sent to a job's group when asked
+// (Signal), as the exit event tells them: an operator that died between a
+// signal and its record learns from them that its job was stopped.
+type SentSignal struct {
+	Signal     Signal    `json:"signal"`
+	Time       time.Time `json:"time"`
+	GroupEmpty bool      `json:"groupEmpty,omitempty"`
+}
+
 // EventType names a job event.
 type EventType string
 
@@ -304,6 +334,10 @@ type Event struct {
 	// nil from an agent that does not count them, or when counting failed:
 	// GetFiles tells then.
 	Files *Files `json:"files,omitempty"`
+	// Signals is set on EventExited: the signals sent to the job's group
+	// when asked, in order; an agent's own stop on its way out is not
+	// among them (Shutdown says it).
+	Signals []SentSignal `json:"signals,omitempty"`
 	// Worker is set on EventWorker.
 	Worker *Worker `json:"worker,omitempty"`
 }
@@ -394,26 +428,41 @@ type Client interface {
 	// PutFiles unpacks a tar stream into the job's $SHELLJOB_OUT directory,
 	// before the job starts: the command's inputs.
 	PutFiles(ctx context.Context, pod types.NamespacedName, job string, tar io.Reader) error
-	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream.
-	GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error
+	// GetFiles writes the job's $SHELLJOB_OUT directory as a tar stream,
+	// from byte offset of it on. Once the job has ended, the stream is the
+	// same at every read: a reader cut half way reads the rest from the
+	// offset it reached. An agent older than offsets fails an offset past
+	// 0 with an error that wraps ErrUsage.
+	GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error
 	// Delivered tells the agent that the job's output and files reached
 	// their reader: its spool may go once the worker needs the room. It is
 	// idempotent. An agent older than it fails with an error that wraps
 	// ErrUsage.
 	Delivered(ctx context.Context, pod types.NamespacedName, job string) error
+	// Hangup hangs up the console of Console job, as the end of its attach
+	// does, and ends that attach: with a session, only if the attach on
+	// the console is session's (FlagSession). It is idempotent, and does
+	// nothing to a console that has ended; a job that is no console is an
+	// error. An agent older than it fails with an error that wraps
+	// ErrUsage.
+	Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error
 }
 
 // ControlRequest is one line on the control channel's stdin, answered by
-// the ControlMessages with the same ID: a start, a signal or a delivered,
-// answered once (an empty answer for delivered); a follow, answered by its stream; or the cancel of a follow (ID is
-// the follow's), not answered.
+// the ControlMessages with the same ID: a start, a signal, a delivered or
+// a hangup, answered once (an empty answer for delivered and hangup); a
+// follow, answered by its stream; or the cancel of a follow (ID is the
+// follow's), not answered.
 type ControlRequest struct {
 	ID uint64 `json:"id"`
-	// Op is CmdStart, CmdSignal, CmdDelivered, CmdFollow or OpCancel.
+	// Op is CmdStart, CmdSignal, CmdDelivered, CmdHangup, CmdFollow or
+	// OpCancel.
 	Op     string        `json:"op"`
 	Start  *StartRequest `json:"start,omitempty"`
 	Job    string        `json:"job,omitempty"`
 	Signal Signal        `json:"signal,omitempty"`
+	// Session is a hangup's, as hangup's FlagSession.
+	Session string `json:"session,omitempty"`
 	// Offset is a follow's, as follow's --offset (AwaitStart included).
 	Offset int64 `json:"offset,omitempty"`
 	// Text asks a follow for the job's final text stream, as follow's

@@ -258,15 +258,31 @@ func (c *Client) Signal(ctx context.Context, pod types.NamespacedName, job strin
 
 // Delivered implements agentapi.Client.
 func (c *Client) Delivered(ctx context.Context, pod types.NamespacedName, job string) error {
-	if m, ok, err := c.viaChannel(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdDelivered, Job: job}); ok {
+	return c.do(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdDelivered, Job: job}, flag(agentapi.FlagJob, job))
+}
+
+// Hangup implements agentapi.Client.
+func (c *Client) Hangup(ctx context.Context, pod types.NamespacedName, job, session string) error {
+	args := []string{flag(agentapi.FlagJob, job)}
+	if session != "" {
+		args = append(args, flag(agentapi.FlagSession, session))
+	}
+	return c.do(ctx, pod, agentapi.ControlRequest{Op: agentapi.CmdHangup, Job: job, Session: session}, args...)
+}
+
+// do makes req, whose answer is empty, over the pod's channel, or through
+// an exec of its subcommand with args.
+func (c *Client) do(ctx context.Context, pod types.NamespacedName, req agentapi.ControlRequest, args ...string) error {
+	if m, ok, err := c.viaChannel(ctx, pod, req); ok {
 		if err != nil && m.Code == 1 && strings.HasPrefix(m.Error, "unknown control operation") {
-			// An agent older than the operation, whose exec would not
-			// know the subcommand either.
+			// An agent older than the delivered operation, which answered
+			// any it did not know so; its exec would not know the
+			// subcommand either.
 			return fmt.Errorf("%w: %w", err, agentapi.ErrUsage)
 		}
 		return err
 	}
-	return c.exec(ctx, pod, argv(agentapi.CmdDelivered, flag(agentapi.FlagJob, job)), nil, io.Discard)
+	return c.exec(ctx, pod, argv(req.Op, args...), nil, io.Discard)
 }
 
 // stream execs a long-lived subcommand whose stdout read consumes. Its
@@ -329,29 +345,11 @@ func (c *Client) Follow(ctx context.Context, pod types.NamespacedName, job strin
 	if c.share {
 		c.shareFollows(pod)
 	}
-	return c.followExec(ctx, pod, job, nil, offset, w)
+	return c.followExec(ctx, pod, job, offset, w)
 }
 
-// FollowLater is Follow of a job that name gives later: its exec opens at
-// once, and the agent waits for the job on its stdin, so that the exec's
-// setup overlaps what names the job (its create, its placement). An error
-// of name, or ctx's end, abandons the follow. The idle limit runs from the
-// start: a name that takes longer cuts the exec, and the caller follows
-// again with Follow.
-func (c *Client) FollowLater(ctx context.Context, pod types.NamespacedName, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
-	if c.channel(pod) != nil {
-		job, err := name(ctx)
-		if err != nil {
-			return offset, err
-		}
-		return c.Follow(ctx, pod, job, offset, w)
-	}
-	return c.followExec(ctx, pod, agentapi.JobFromStdin, name, offset, w)
-}
-
-// followExec follows job in its own exec. With name, job is
-// agentapi.JobFromStdin, and the job name gives goes to the agent's stdin.
-func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job string, name func(context.Context) (string, error), offset int64, w io.Writer) (int64, error) {
+// followExec follows job in its own exec.
+func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) (int64, error) {
 	cmd := argv(agentapi.CmdFollow, flag(agentapi.FlagJob, job),
 		flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)), agentapi.FlagFramed, agentapi.FlagWatchStdin)
 	// Until the e frame, ctx ends the exec. After it the output is whole:
@@ -383,32 +381,11 @@ func (c *Client) followExec(ctx context.Context, pod types.NamespacedName, job s
 		})
 		done <- result{streamErr, readErr}
 	}()
-	nameErr := make(chan error, 1)
-	if name != nil {
-		go func() {
-			j, err := name(execCtx)
-			if err != nil {
-				if execCtx.Err() == nil {
-					// name failed by itself, not with the exec (its idle
-					// limit, the caller's end): its error says why.
-					nameErr <- err
-				}
-				stdinW.Close() // the agent ends with no output
-				return
-			}
-			_, _ = io.WriteString(stdinW, j+"\n")
-		}()
-	}
 	var r result
 	select {
 	case <-endFrame:
 		return reached, nil
 	case r = <-done:
-	}
-	select {
-	case err := <-nameErr:
-		return reached, err
-	default:
 	}
 	switch {
 	case r.readErr == nil:
@@ -483,9 +460,14 @@ func (c *Client) PutFiles(ctx context.Context, pod types.NamespacedName, job str
 	return c.exec(ctx, pod, argv(agentapi.CmdPutFiles, flag(agentapi.FlagJob, job)), watch.Reader(tar), io.Discard)
 }
 
-// GetFiles implements agentapi.Client.
-func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, w io.Writer) error {
+// GetFiles implements agentapi.Client. An offset of 0 is not passed on:
+// an agent older than offsets takes the call.
+func (c *Client) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	return c.exec(ctx, pod, argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job)), nil, watch.Writer(w))
+	cmd := argv(agentapi.CmdGetFiles, flag(agentapi.FlagJob, job))
+	if offset != 0 {
+		cmd = append(cmd, flag(agentapi.FlagOffset, strconv.FormatInt(offset, 10)))
+	}
+	return c.exec(ctx, pod, cmd, nil, watch.Writer(w))
 }

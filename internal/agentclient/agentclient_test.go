@@ -177,8 +177,13 @@ func TestOverWebSocket(t *testing.T) {
 	}
 
 	var files bytes.Buffer
-	if err := c.GetFiles(ctx, pod, "seq", &files); err != nil {
+	if err := c.GetFiles(ctx, pod, "seq", 0, &files); err != nil {
 		t.Fatal(err)
+	}
+	// --offset: the ended job's stream from 700 on.
+	var rest bytes.Buffer
+	if err := c.GetFiles(ctx, pod, "seq", 700, &rest); err != nil || !bytes.Equal(rest.Bytes(), files.Bytes()[700:]) {
+		t.Errorf("files from 700: %d bytes, %v; want the stream's last %d", rest.Len(), err, files.Len()-700)
 	}
 	got := map[string]string{}
 	tr := tar.NewReader(&files)
@@ -352,71 +357,4 @@ func goFollow(follow func() (int64, error)) <-chan followResult {
 		done <- followResult{n, err}
 	}()
 	return done
-}
-
-// TestFollowLater opens a follow before its job exists and is named: the
-// agent waits for the name on stdin, then for the start.
-func TestFollowLater(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	c := newClient(t, srv.URL, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	opened := func() {
-		t.Helper()
-		for f.open(agentapi.CmdFollow) == 0 {
-			if ctx.Err() != nil {
-				t.Fatal("the follow's exec never opened")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-
-	t.Run("named", func(t *testing.T) {
-		named := make(chan string, 1)
-		var out bytes.Buffer
-		done := goFollow(func() (int64, error) {
-			return c.FollowLater(ctx, pod, func(ctx context.Context) (string, error) {
-				select {
-				case j := <-named:
-					return j, nil
-				case <-ctx.Done():
-					return "", ctx.Err()
-				}
-			}, agentapi.AwaitStart, &out)
-		})
-		opened()
-		named <- "later"
-		if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "later", Command: "echo hi"}); err != nil {
-			t.Fatal(err)
-		}
-		r := <-done
-		if r.err != nil || r.n != 3 || out.String() != "hi\n" {
-			t.Fatalf("follow: %d, %q, %v", r.n, out.String(), r.err)
-		}
-	})
-
-	t.Run("abandoned", func(t *testing.T) {
-		abandon := make(chan struct{})
-		gone := errors.New("placed elsewhere")
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.FollowLater(ctx, pod, func(context.Context) (string, error) {
-				<-abandon
-				return "", gone
-			}, agentapi.AwaitStart, io.Discard)
-			done <- err
-		}()
-		opened()
-		close(abandon)
-		if err := <-done; !errors.Is(err, gone) {
-			t.Fatalf("abandoned follow: %v, want %v", err, gone)
-		}
-		for f.open(agentapi.CmdFollow) != 0 {
-			if ctx.Err() != nil {
-				t.Fatal("the abandoned follow's exec stayed open")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
 }

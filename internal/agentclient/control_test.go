@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"shelljob.dev/shelljob/agent/agenttest"
 	"shelljob.dev/shelljob/internal/agentapi"
 )
 
@@ -79,19 +80,46 @@ func count(calls []string, sub string) int {
 	return n
 }
 
+// warmAgent is a daemon, the fake API server that execs into it, and a
+// warm client of it whose channel is up, until the end of the test.
+type warmAgent struct {
+	dir    string
+	url    string
+	f      *fakeExec
+	c      *Client
+	ctx    context.Context
+	events *eventLog
+}
+
+func startWarm(t *testing.T) warmAgent {
+	t.Helper()
+	w := warmAgent{dir: startDaemon(t)}
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): w.dir})
+	w.url, w.f = srv.URL, f
+	w.c = newClient(t, srv.URL, Options{Warm: true})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	w.events = runEvents(ctx, w.c)
+	w.events.waitSynced(t)
+	return w
+}
+
+// olderThan is a client of the daemon in dir through execs that answer
+// op's subcommand with a usage error, as an agent older than op does.
+func olderThan(t *testing.T, dir, op string) *Client {
+	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
+	f.refuse = map[string]int{op: agentapi.ExitUsage}
+	return newClient(t, srv.URL, Options{})
+}
+
 // TestWarmChannel: with Warm, the events stream is the control channel,
 // and starts, signals and follows go over it, not an exec each; a follow
 // opened before the start waits for it; a cut channel leaves the calls to
 // one-shot execs until it is open again.
 func TestWarmChannel(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	c := newClient(t, srv.URL, Options{Warm: true})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-
-	events := runEvents(ctx, c)
-	events.waitSynced(t)
+	w := startWarm(t)
+	f, c, ctx, events := w.f, w.c, w.ctx, w.events
 	if !c.ChannelUp(pod) {
 		t.Fatal("channel not up after the replay")
 	}
@@ -349,13 +377,8 @@ func TestFollowText(t *testing.T) {
 // through an exec of its own otherwise, and reaches the job's spool; an
 // agent older than the mark answers ErrUsage.
 func TestDelivered(t *testing.T) {
-	dir := startDaemon(t)
-	srv, f := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	warm := newClient(t, srv.URL, Options{Warm: true})
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	events := runEvents(ctx, warm)
-	events.waitSynced(t)
+	w := startWarm(t)
+	dir, f, warm, ctx, events := w.dir, w.f, w.c, w.ctx, w.events
 	for _, job := range []string{"d1", "d2"} {
 		if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: "true"}); err != nil {
 			t.Fatal(err)
@@ -372,16 +395,68 @@ func TestDelivered(t *testing.T) {
 	if n := count(f.ran(), agentapi.CmdDelivered); n != 0 {
 		t.Errorf("%d delivered execs with the channel up", n)
 	}
-	cold := newClient(t, srv.URL, Options{})
+	cold := newClient(t, w.url, Options{})
 	if err := cold.Delivered(ctx, pod, "d2"); err != nil || !marked("d2") {
 		t.Fatalf("delivered through an exec: %v, marked %v", err, marked("d2"))
 	}
 	if n := count(f.ran(), agentapi.CmdDelivered); n != 1 {
 		t.Errorf("%d delivered execs without a channel, want 1", n)
 	}
-	oldSrv, old := newFakeAPIServer(t, map[string]string{pod.String(): dir})
-	old.refuse = map[string]int{agentapi.CmdDelivered: agentapi.ExitUsage}
-	if err := newClient(t, oldSrv.URL, Options{}).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
+	if err := olderThan(t, dir, agentapi.CmdDelivered).Delivered(ctx, pod, "d2"); !errors.Is(err, agentapi.ErrUsage) {
 		t.Errorf("delivered on an older agent: %v, want ErrUsage", err)
+	}
+}
+
+// TestHangup: a hangup goes over the warm channel while it is up, through
+// an exec of its own otherwise, with its session either way: one that
+// names another attach leaves the console and its attach alone, one that
+// names its attach kills that attach and hangs the console up. A job
+// that is no console is refused; an agent older than the hangup answers
+// ErrUsage.
+func TestHangup(t *testing.T) {
+	w := startWarm(t)
+	dir, f, warm, ctx, events := w.dir, w.f, w.c, w.ctx, w.events
+	cold := newClient(t, w.url, Options{})
+	if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: "plain", Command: "sleep 1000"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		// execs is how many hangup execs each call makes.
+		execs int
+	}{{"over the channel", warm, 0}, {"through an exec", cold, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := warm.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: agenttest.ConsoleShell, Console: true}); err != nil {
+				t.Fatal(err)
+			}
+			a := agenttest.Attach(t, dir, job, 24, 80, agentapi.FlagSession+"=mine")
+			a.WaitScreen("READY> ")
+			before := count(f.ran(), agentapi.CmdHangup)
+			if err := tc.c.Hangup(ctx, pod, job, "another"); err != nil {
+				t.Fatalf("hangup of another attach: %v", err)
+			}
+			a.TypeLine("print still=$((6*7))")
+			a.WaitScreen("still=42")
+			if err := tc.c.Hangup(ctx, pod, job, "mine"); err != nil {
+				t.Fatalf("hangup of the attach: %v", err)
+			}
+			if !a.Killed() {
+				t.Errorf("the attach ended with %v, want killed", a.Cmd.ProcessState)
+			}
+			if code := *events.exited(t, job).ExitCode; code != 1 && code != 129 {
+				t.Errorf("the console ended with %d, not of a hangup", code)
+			}
+			if n := count(f.ran(), agentapi.CmdHangup) - before; n != 2*tc.execs {
+				t.Errorf("%d hangup execs, want %d", n, 2*tc.execs)
+			}
+			if err := tc.c.Hangup(ctx, pod, "plain", ""); err == nil || !strings.Contains(err.Error(), "no console") {
+				t.Errorf("hangup of a Fork job: %v, want it refused", err)
+			}
+		})
+	}
+	if err := olderThan(t, dir, agentapi.CmdHangup).Hangup(ctx, pod, "plain", ""); !errors.Is(err, agentapi.ErrUsage) {
+		t.Errorf("hangup on an older agent: %v, want ErrUsage", err)
 	}
 }

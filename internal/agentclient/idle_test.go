@@ -171,14 +171,14 @@ func TestGetFilesOfAHungAgentGivesUp(t *testing.T) {
 	var resume func()
 	errs := make(chan error, 1)
 	go func() {
-		errs <- c.GetFiles(ctx, pod, "big", &onFirst{w: io.Discard, do: func() { resume = agent.Pause(t) }})
+		errs <- c.GetFiles(ctx, pod, "big", 0, &onFirst{w: io.Discard, do: func() { resume = agent.Pause(t) }})
 	}()
 	gaveUp(t, "get-files", errs)
 	resume()
 
 	var tarball countWriter
 	slow := &onFirst{w: &tarball, do: func() { time.Sleep(2 * streamIdle) }}
-	if err := c.GetFiles(ctx, pod, "big", slow); err != nil || tarball.n < size {
+	if err := c.GetFiles(ctx, pod, "big", 0, slow); err != nil || tarball.n < size {
 		t.Errorf("get-files with a slow writer: %d bytes, %v", tarball.n, err)
 	}
 }

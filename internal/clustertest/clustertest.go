@@ -1,6 +1,9 @@
 // Package clustertest runs the whole job path for the tests of its
 // clients, without a kubelet: envtest's API server, the real operator, and
-// worker pods whose agents are real daemons on this machine.
+// worker pods whose agents are real daemons on this machine. The operator
+// serves the stream API (internal/streamapi) beside its controllers, as
+// every replica of the chart's does; its clients reach it through a
+// StreamFront, since envtest's API server aggregates no API.
 //
 // A package that uses it makes Main its TestMain.
 package clustertest
@@ -10,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +31,8 @@ import (
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/streamapi"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
@@ -63,6 +69,9 @@ type Options struct {
 	// namespace's name with "-workers" appended, as the chart does by
 	// default; Start creates it. Operator.WorkerNamespace, when set, wins.
 	WorkersApart bool
+	// StreamAgent, when set, puts a layer between the stream API's server
+	// and the agents; the controllers reach the agents directly.
+	StreamAgent func(agentapi.Client) agentapi.Client
 }
 
 // Cluster is a namespace of its own with the operator and a ready pool.
@@ -79,6 +88,8 @@ type Cluster struct {
 	// WorkerNamespace holds the workers: Namespace, unless the operator
 	// puts them elsewhere (Options.WorkersApart).
 	WorkerNamespace string
+	// Stream reaches the stream API that the operator serves.
+	Stream *StreamFront
 
 	t      testing.TB
 	failed sync.Map // pod UID -> true: its agent never started
@@ -113,7 +124,11 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 	}
 	c.WorkerNamespace = cmp.Or(o.Operator.WorkerNamespace, c.Namespace)
 	o.Operator.Agent = c.Agents
-	c.startOperator(t, env, o.Operator)
+	var streamAgent agentapi.Client = c.Agents
+	if o.StreamAgent != nil {
+		streamAgent = o.StreamAgent(c.Agents)
+	}
+	c.startOperator(t, env, o.Operator, streamAgent)
 	pools := append([]*shellv1alpha1.ShellPool{utiltesting.MakeShellPool(o.Pool, c.Namespace).Replicas(o.Workers).Obj()}, o.Pools...)
 	for _, pool := range pools {
 		pool = pool.DeepCopy()
@@ -140,8 +155,9 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 }
 
 // startOperator runs the operator's manager on the namespace until the end
-// of the test.
-func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options) {
+// of the test: its controllers, and its stream API server, which reaches
+// the agents through streamAgent, behind c.Stream.
+func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
@@ -161,6 +177,32 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		cancel()
 		t.Fatalf("set up the operator: %v", err)
 	}
+	c.Stream = NewStreamFront(t, env)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatalf("listen for the stream API: %v", err)
+	}
+	stream, err := streamapi.New(streamapi.Options{
+		Listener:        ln,
+		CertDir:         c.Stream.CertDir,
+		AuthKubeconfig:  env.Kubeconfig,
+		Namespace:       c.Namespace,
+		WorkerNamespace: opts.WorkerNamespace,
+		Cache:           mgr.GetCache(),
+		APIReader:       mgr.GetAPIReader(),
+		Agent:           streamAgent,
+		Config:          env.Config,
+		ShutdownDelay:   -1,
+	})
+	if err == nil {
+		err = mgr.Add(stream)
+	}
+	if err != nil {
+		cancel()
+		ln.Close()
+		t.Fatalf("set up the stream API: %v", err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -169,9 +211,11 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		}
 	}()
 	t.Cleanup(func() {
+		c.Stream.Unroute()
 		cancel()
 		<-done
 	})
+	c.Stream.Route(ln.Addr().String(), done)
 }
 
 // kubelet does one round of the stand-in kubelet's work.

@@ -22,17 +22,25 @@ func TelegramUser(j *shellv1alpha1.ShellJob) (int64, bool) {
 	return id, err == nil && id != 0
 }
 
-// KubernetesUser is the Kubernetes user name a job was created as: its
-// origin's user, "" for a Telegram job of an older bot, whose user is a
-// Telegram user id (TelegramUser).
+// KubernetesUser is the Kubernetes user name a job was created as, its
+// owner: its origin's user, for a job from the CLI (its creator, as the
+// origin admission policy checks) or from a bot that created it
+// impersonating its sender's identity. It is "" for a Telegram job of an
+// older bot, whose user is a Telegram user id (TelegramUser) and no
+// Kubernetes name, and for a job of any other source: such a job has no
+// owner.
 func KubernetesUser(j *shellv1alpha1.ShellJob) string {
 	o := j.Spec.Origin
-	if o.Source == shellv1alpha1.OriginTelegram && o.TelegramUser == 0 {
-		if _, ok := TelegramUser(j); ok {
+	switch o.Source {
+	case shellv1alpha1.OriginCLI:
+		return o.User
+	case shellv1alpha1.OriginTelegram:
+		if _, ok := TelegramUser(j); ok && o.TelegramUser == 0 {
 			return ""
 		}
+		return o.User
 	}
-	return o.User
+	return ""
 }
 
 // SameCommand tells whether j is the job of a Telegram command whose job

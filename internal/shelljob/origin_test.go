@@ -8,7 +8,7 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-func TestTelegramUser(t *testing.T) {
+func TestOriginUsers(t *testing.T) {
 	tg := shellv1alpha1.OriginTelegram
 	cases := map[string]struct {
 		origin   shellv1alpha1.ShellJobOrigin
@@ -35,6 +35,10 @@ func TestTelegramUser(t *testing.T) {
 			origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "111"}, kubeUser: "111"},
 		"a CLI job that claims a Telegram user": {
 			origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "carol", TelegramUser: 111}, kubeUser: "carol"},
+		"a CLI job that names nobody": {
+			origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI}, kubeUser: ""},
+		"an unknown source has no owner": {
+			origin: shellv1alpha1.ShellJobOrigin{Source: "slack", User: "alice", TelegramUser: 111}, kubeUser: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,11 +1,17 @@
 package streamapi
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -29,6 +36,15 @@ import (
 // of the job's worker, running the agent's attach of the job. No one but
 // the operator execs into a worker: the caller gets the console's
 // terminal, as the job's own user, and nothing else.
+//
+// When the proxy ends (the caller's connection closed or broke, the
+// console ended, or the server stops) while the console runs, the agent
+// is asked to hang it up: the container runtime need not tell the
+// agent's attach that its exec went (containerd keeps a TTY exec's stdin
+// and terminal open), and the console would run on with nobody on it.
+// Each attach is named (agentapi.FlagSession), and the hangup names it,
+// so that the end of an attach the agent refused (a second one) or that
+// ended by itself touches nothing.
 type AttachREST struct {
 	streams
 	exec *execProxy
@@ -68,18 +84,71 @@ func (r *AttachREST) Connect(ctx context.Context, name string, obj runtime.Objec
 		return nil, err
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		pod, uid, err := r.running(req.Context(), key)
+		untrack, handed := r.exec.track(), false
+		defer func() {
+			if !handed {
+				untrack()
+			}
+		}()
+		sj, pod, err := r.running(req.Context(), key)
 		if err != nil {
 			responder.Error(r.ended(req, err))
 			return
 		}
-		r.exec.serve(w, req, pod, uid, opts, responder)
+		at := attach{pod: pod, job: string(sj.UID), session: rand.Text()}
+		r.exec.serve(w, req, at, opts, responder, r.stopping)
+		if shelljob.Mode(sj) != shellv1alpha1.ModeConsole {
+			return
+		}
+		// After the handler, so that the error response of an attach that
+		// did not upgrade waits for no agent; the server's stop waits for
+		// it.
+		ctx := context.WithoutCancel(req.Context())
+		handed = true
+		go func() {
+			defer untrack()
+			r.hangUp(ctx, key, at)
+		}()
 	}), nil
 }
 
+// attach is one attach of a job, through the exec of the agent's attach
+// named session in the job's worker.
+type attach struct {
+	pod     types.NamespacedName
+	job     string
+	session string
+}
+
+// hangupTimeout bounds a hangup. A stopping server waits for the hangups
+// of the attaches it cut (Server.Start): with DefaultShutdownDelay before,
+// that stays well within the operator's graceful shutdown
+// (controllers.GracefulShutdownTimeout).
+const hangupTimeout = 10 * time.Second
+
+// hangUp asks the agent to hang up the console of job key and end attach
+// at, whose proxy ended, unless the console has ended. The agent leaves
+// the console alone if at is not the attach on it.
+func (r *AttachREST) hangUp(ctx context.Context, key types.NamespacedName, at attach) {
+	ctx, cancel := context.WithTimeout(ctx, hangupTimeout)
+	defer cancel()
+	if sj, err := r.jobs.get(ctx, key); err == nil && shelljob.IsFinished(sj) {
+		return
+	}
+	log := klog.FromContext(ctx).WithValues("shelljob", key, "pod", at.pod, "session", at.session)
+	switch err := r.agent.Hangup(ctx, at.pod, at.job, at.session); {
+	case err == nil:
+		log.V(2).Info("Attach ended; its console is hung up unless it ended too")
+	case errors.Is(err, agentapi.ErrUsage):
+		log.Info("The worker's agent cannot hang a console up: a cut attach leaves its console running", "error", err.Error())
+	default:
+		log.Error(err, "Could not hang up the console of an attach that ended")
+	}
+}
+
 // running waits, for as long as the request lasts, until the job runs on
-// a worker, and returns the worker and the job's UID.
-func (r *AttachREST) running(ctx context.Context, key types.NamespacedName) (types.NamespacedName, string, error) {
+// a worker, and returns it and the worker.
+func (r *AttachREST) running(ctx context.Context, key types.NamespacedName) (*shellv1alpha1.ShellJob, types.NamespacedName, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(r.stopping, cancel)()
@@ -90,10 +159,10 @@ func (r *AttachREST) running(ctx context.Context, key types.NamespacedName) (typ
 		return shelljob.IsStarted(sj) && shelljob.IsAssigned(sj), nil
 	})
 	if err != nil {
-		return types.NamespacedName{}, "", err
+		return nil, types.NamespacedName{}, err
 	}
 	pod, err := r.jobs.worker(ctx, sj)
-	return pod, string(sj.UID), err
+	return sj, pod, err
 }
 
 // execProxy proxies upgraded connections to the API server's pods/exec,
@@ -105,7 +174,21 @@ type execProxy struct {
 	// credentials to each upgrade request.
 	transport *http.Transport
 	upgrade   proxy.UpgradeRequestRoundTripper
+	// active counts the attaches served, and their hangups: once
+	// upgraded, a connection is no longer the HTTP server's, whose stop
+	// does not wait for it.
+	active sync.WaitGroup
 }
+
+// track counts an attach, or its hangup, until the function it returns
+// is called.
+func (p *execProxy) track() func() {
+	p.active.Add(1)
+	return p.active.Done
+}
+
+// wait waits until no attach is served, and no hangup under way.
+func (p *execProxy) wait() { p.active.Wait() }
 
 func newExecProxy(config *restclient.Config, container string) (*execProxy, error) {
 	core, err := corev1client.NewForConfig(config)
@@ -126,14 +209,15 @@ func newExecProxy(config *restclient.Config, container string) (*execProxy, erro
 		upgrade: proxy.NewUpgradeRequestRoundTripper(transport, credentials)}, nil
 }
 
-// location is the exec of the agent's attach of job in pod.
-func (p *execProxy) location(pod types.NamespacedName, job string, opts *streamv1alpha1.ShellJobAttachOptions) *url.URL {
+// location is the exec of the agent's attach at.
+func (p *execProxy) location(at attach, opts *streamv1alpha1.ShellJobAttachOptions) *url.URL {
 	return p.core.RESTClient().Post().
-		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("exec").
+		Namespace(at.pod.Namespace).Resource("pods").Name(at.pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: p.container,
 			Command: []string{agentapi.AgentPath, agentapi.CmdAttach,
-				agentapi.FlagProtocol + "=" + strconv.Itoa(agentapi.ProtocolVersion), agentapi.FlagJob + "=" + job},
+				agentapi.FlagProtocol + "=" + strconv.Itoa(agentapi.ProtocolVersion), agentapi.FlagJob + "=" + at.job,
+				agentapi.FlagSession + "=" + at.session},
 			Stdin:  opts.Stdin,
 			Stdout: opts.Stdout,
 			Stderr: opts.Stderr,
@@ -149,9 +233,12 @@ var upgradeHeaders = []string{
 	"User-Agent",
 }
 
-// serve proxies req, an upgrade, to the exec of the attach of job in pod.
-func (p *execProxy) serve(w http.ResponseWriter, req *http.Request, pod types.NamespacedName, job string, opts *streamv1alpha1.ShellJobAttachOptions, responder rest.Responder) {
-	h := proxy.NewUpgradeAwareHandler(p.location(pod, job, opts), p.transport, false, true, proxy.NewErrorResponder(responder))
+// serve proxies req, an upgrade, to the exec of attach at, until either
+// side ends it or stopping ends.
+func (p *execProxy) serve(w http.ResponseWriter, req *http.Request, at attach, opts *streamv1alpha1.ShellJobAttachOptions, responder rest.Responder, stopping context.Context) {
+	cw := &cuttable{ResponseWriter: w}
+	defer context.AfterFunc(stopping, cw.cut)()
+	h := proxy.NewUpgradeAwareHandler(p.location(at, opts), p.transport, false, true, proxy.NewErrorResponder(responder))
 	h.UpgradeTransport = p.upgrade
 	h.UseLocationHost = true
 	out := req.Clone(req.Context())
@@ -161,5 +248,47 @@ func (p *execProxy) serve(w http.ResponseWriter, req *http.Request, pod types.Na
 			out.Header[http.CanonicalHeaderKey(k)] = v
 		}
 	}
-	h.ServeHTTP(w, out)
+	h.ServeHTTP(cw, out)
+}
+
+// cuttable is a ResponseWriter whose connection, once hijacked, can be
+// cut.
+type cuttable struct {
+	http.ResponseWriter
+
+	mu   sync.Mutex
+	conn net.Conn
+	cuts bool
+}
+
+// Hijack implements http.Hijacker.
+func (c *cuttable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := c.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("the connection cannot be hijacked: %T", c.ResponseWriter)
+	}
+	conn, rw, err := h.Hijack()
+	if err != nil {
+		return conn, rw, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn = conn
+	if c.cuts {
+		conn.Close()
+	}
+	return conn, rw, nil
+}
+
+// Unwrap lets http.ResponseController reach the ResponseWriter.
+func (c *cuttable) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// cut closes the hijacked connection, now or once it is hijacked.
+func (c *cuttable) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cuts = true
+	if c.conn != nil {
+		c.conn.Close()
+	}
 }

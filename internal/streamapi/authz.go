@@ -4,36 +4,28 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/union"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
-// newAuthorizer is the API's authorizer: the job's owner first, then the
-// API server's answer (delegated, a SubjectAccessReview), both asked
-// about an attach as a create, whichever method carries its upgrade.
-func newAuthorizer(j *jobs, delegated authorizer.Authorizer) (authorizer.Authorizer, error) {
-	a, err := union.New(
-		union.NamedAuthorizer{AuthorizerName: "shelljob.dev/owner", Authorizer: authorizer.AuthorizerFunc(ownerAuthorizer{jobs: j, delegated: delegated}.Authorize)},
-		union.NamedAuthorizer{AuthorizerName: "shelljob.dev/delegated", Authorizer: delegated},
-	)
-	if err != nil {
-		return nil, err
-	}
+// newAuthorizer is the API's authorizer: the API server's answer
+// (delegated, a SubjectAccessReview), asked about an attach as a create,
+// whichever method carries its upgrade. It is RBAC's word alone, as the
+// API server's own before it proxied the request; the owner rule of
+// myshelljobs is the storage's (ownerRule), which sees the job.
+func newAuthorizer(delegated authorizer.Authorizer) authorizer.Authorizer {
 	return authorizer.AuthorizerFunc(func(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
 		if !isAttach(attrs) || attrs.GetVerb() == "create" {
-			return a.Authorize(ctx, attrs)
+			return delegated.Authorize(ctx, attrs)
 		}
-		decision, reason, err := a.Authorize(ctx, asCreate(attrs))
+		decision, reason, err := delegated.Authorize(ctx, asCreate(attrs))
 		if decision != authorizer.DecisionAllow && reason == "" {
 			// The refusal names the request's own verb.
-			reason = "an attach needs create on shelljobs/attach, whichever method carries it"
+			reason = fmt.Sprintf("an attach needs create on %s/attach, whichever method carries it", attrs.GetResource())
 		}
 		return decision, reason, err
-	}), nil
+	})
 }
 
 // isAttach tells whether attrs ask for a job's attach. It is authorized
@@ -56,56 +48,9 @@ func asCreate(attrs authorizer.Attributes) authorizer.AttributesRecord {
 }
 
 // isJobSubresource tells whether attrs ask for a subresource of a job of
-// this API.
+// this API, through either resource.
 func isJobSubresource(attrs authorizer.Attributes) bool {
 	return attrs.IsResourceRequest() && attrs.GetAPIGroup() == streamv1alpha1.GroupName &&
-		attrs.GetResource() == streamv1alpha1.Resource && attrs.GetSubresource() != "" && attrs.GetName() != ""
-}
-
-// ownerAuthorizer allows a job's subresources to the person who created it
-// (owner), while they may still create ShellJobs in its namespace, as the
-// API server tells. It has no opinion on anything else.
-type ownerAuthorizer struct {
-	jobs      *jobs
-	delegated authorizer.Authorizer
-}
-
-func (o ownerAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	if !isJobSubresource(attrs) || attrs.GetUser() == nil {
-		return authorizer.DecisionNoOpinion, "", nil
-	}
-	user := attrs.GetUser().GetName()
-	sj, err := o.jobs.get(ctx, types.NamespacedName{Namespace: attrs.GetNamespace(), Name: attrs.GetName()})
-	if err != nil || user == "" || owner(sj) != user {
-		// A job not found is left to the delegated authorizer, so that a
-		// caller who may read any job learns it is not there.
-		return authorizer.DecisionNoOpinion, "", nil
-	}
-	create := authorizer.AttributesRecord{
-		User: attrs.GetUser(), Verb: "create", Namespace: attrs.GetNamespace(),
-		APIGroup: shellv1alpha1.GroupVersion.Group, APIVersion: shellv1alpha1.GroupVersion.Version,
-		Resource: streamv1alpha1.Resource, ResourceRequest: true,
-	}
-	decision, _, err := o.delegated.Authorize(ctx, create)
-	if err != nil || decision != authorizer.DecisionAllow {
-		return authorizer.DecisionNoOpinion, "", err
-	}
-	return authorizer.DecisionAllow, fmt.Sprintf("%s owns shelljob %s and may create shelljobs in namespace %s", user, sj.Name, sj.Namespace), nil
-}
-
-// owner is the Kubernetes user who created the job, as the origin admission
-// policy vouches for it: the origin's user of a job from the CLI, or of a
-// job from Telegram that names its Telegram user apart (the bot created it
-// impersonating its sender's identity). "" for any other job: a Telegram
-// job of an older bot names a Telegram user id in its user, which must
-// never pass for a Kubernetes user of that name, and is read with the
-// subresource's own right alone.
-func owner(sj *shellv1alpha1.ShellJob) string {
-	switch o := sj.Spec.Origin; {
-	case o.Source == shellv1alpha1.OriginCLI:
-		return o.User
-	case o.Source == shellv1alpha1.OriginTelegram && o.TelegramUser != 0:
-		return o.User
-	}
-	return ""
+		(attrs.GetResource() == streamv1alpha1.Resource || attrs.GetResource() == streamv1alpha1.OwnResource) &&
+		attrs.GetSubresource() != "" && attrs.GetName() != ""
 }

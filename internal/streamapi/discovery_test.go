@@ -11,12 +11,13 @@ import (
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 )
 
-// TestDiscovery checks what the group lists: each subresource with its
-// verbs, and their parent with none.
+// TestDiscovery checks what the group lists: each subresource of both
+// resources, shelljobs and myshelljobs, with its verbs, and their
+// parents with none.
 func TestDiscovery(t *testing.T) {
 	f := setup(t)
 	var list metav1.APIResourceList
-	if err := f.as(bob).Get().AbsPath("/apis", streamv1alpha1.GroupVersion.String()).Do(context.Background()).Into(&list); err != nil {
+	if err := f.as(own(bob)).Get().AbsPath("/apis", streamv1alpha1.GroupVersion.String()).Do(context.Background()).Into(&list); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}
@@ -31,6 +32,11 @@ func TestDiscovery(t *testing.T) {
 		"shelljobs/log":    {"get"},
 		"shelljobs/files":  {"create", "get", "update"},
 		"shelljobs/attach": {"create", "get"},
+
+		"myshelljobs":        nil,
+		"myshelljobs/log":    {"get"},
+		"myshelljobs/files":  {"create", "get", "update"},
+		"myshelljobs/attach": {"create", "get"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("discovery of %s (-want +got):\n%s", streamv1alpha1.GroupVersion, diff)

@@ -6,11 +6,16 @@
 // the workers.
 //
 // It is built on k8s.io/apiserver's generic server with delegated
-// authentication and authorization. A request's caller is allowed when
-// they own the job (a job from the CLI, or one the bot created from
-// Telegram as its sender's identity, whose spec.origin.user they are, while
-// they may still create ShellJobs in its namespace), or when the
-// API server allows the request itself (get on shelljobs/log, say).
+// authentication and authorization. Each subresource is served under two
+// resources that address the same ShellJob: shelljobs, any job of the
+// namespace, as RBAC allows (get on shelljobs/log reads every job's
+// output); and myshelljobs, the caller's own, which RBAC lets through
+// (get on myshelljobs/log) and the owner rule then allows only to the
+// job's owner (shelljob.KubernetesUser) while they may create ShellJobs
+// in its namespace (owner.go). The API server authorizes each request by
+// RBAC on its resource before it proxies it here, so no rule of this
+// server can widen what RBAC allows: a user's own jobs need a resource of
+// their own.
 //
 // Each subresource is one small rest.Connecter (LogREST, FilesREST,
 // AttachREST), which finds the job through the operator's cache and

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
@@ -21,9 +22,10 @@ import (
 const contentTypeTar = "application/x-tar"
 
 // FilesREST serves shelljobs/files: the job's $SHELLJOB_OUT as a tar
-// stream. GET reads it from a job that started; PUT and POST put a tar
-// stream into a held job before it starts (its input files). The caps on
-// what goes in and out stay where they are: the agent's, and
+// stream. GET reads it from a job that started, from an offset of the
+// stream for a job that ended (ShellJobFilesOptions); PUT and POST put a
+// tar stream into a held job before it starts (its input files). The caps
+// on what goes in and out stay where they are: the agent's, and
 // internal/outfiles' in the readers.
 type FilesREST struct {
 	streams
@@ -43,10 +45,19 @@ func (r *FilesREST) ConnectMethods() []string {
 }
 
 // NewConnectOptions implements rest.Connecter.
-func (r *FilesREST) NewConnectOptions() (runtime.Object, bool, string) { return nil, false, "" }
+func (r *FilesREST) NewConnectOptions() (runtime.Object, bool, string) {
+	return &streamv1alpha1.ShellJobFilesOptions{}, false, ""
+}
 
 // Connect implements rest.Connecter.
-func (r *FilesREST) Connect(ctx context.Context, name string, _ runtime.Object, responder rest.Responder) (http.Handler, error) {
+func (r *FilesREST) Connect(ctx context.Context, name string, obj runtime.Object, responder rest.Responder) (http.Handler, error) {
+	opts, ok := obj.(*streamv1alpha1.ShellJobFilesOptions)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("files options of type %T", obj))
+	}
+	if opts.Offset < 0 {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("offset %d: an offset counts bytes from 0", opts.Offset))
+	}
 	key, err := r.key(ctx, name)
 	if err != nil {
 		return nil, err
@@ -56,7 +67,11 @@ func (r *FilesREST) Connect(ctx context.Context, name string, _ runtime.Object, 
 		defer cancel()
 		if req.Method == http.MethodGet {
 			resp := newResponse(w, contentTypeTar)
-			resp.finish(r.ended(req, r.get(ctx, key, resp)), responder)
+			resp.finish(r.ended(req, r.get(ctx, key, opts.Offset, resp)), responder)
+			return
+		}
+		if opts.Offset != 0 {
+			responder.Error(apierrors.NewBadRequest("offset is a GET's: the files put go in whole"))
 			return
 		}
 		if err := r.ended(req, r.put(ctx, key, req)); err != nil {
@@ -68,20 +83,30 @@ func (r *FilesREST) Connect(ctx context.Context, name string, _ runtime.Object, 
 	}), nil
 }
 
-// get writes the files of a job that started to resp.
-func (r *FilesREST) get(ctx context.Context, key types.NamespacedName, resp *response) error {
+// get writes the files of a job that started to resp, from byte offset
+// of their tar stream on, which only a job that ended takes past 0: its
+// stream is then the same at every read.
+func (r *FilesREST) get(ctx context.Context, key types.NamespacedName, offset int64, resp *response) error {
 	sj, err := r.jobs.get(ctx, key)
 	if err != nil {
 		return err
 	}
-	if !shelljob.IsStarted(sj) {
+	switch {
+	case !shelljob.IsStarted(sj):
 		return apierrors.NewBadRequest(fmt.Sprintf("shelljob %s has not started: its files are not there yet", sj.Name))
+	case offset > 0 && !shelljob.IsFinished(sj):
+		return apierrors.NewBadRequest(fmt.Sprintf("offset %d: shelljob %s is running, and its files may change: read them from 0, or from an offset once it ended", offset, sj.Name))
 	}
 	pod, err := r.jobs.worker(ctx, sj)
 	if err != nil {
 		return err
 	}
-	err = r.agent.GetFiles(ctx, pod, string(sj.UID), flushed{resp})
+	err = r.agent.GetFiles(ctx, pod, string(sj.UID), offset, flushed{resp})
+	if offset > 0 && errors.Is(err, agentapi.ErrUsage) && !resp.sent() {
+		// An agent older than offsets: its whole stream, the bytes before
+		// the offset dropped here.
+		err = r.agent.GetFiles(ctx, pod, string(sj.UID), 0, &agentapi.Skipper{W: flushed{resp}, Skip: offset})
+	}
 	return agentError(err, sj, pod)
 }
 

@@ -4,14 +4,19 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/streamapi/streamapitest"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -58,16 +63,22 @@ func filesIn(t *testing.T, data []byte) map[string]string {
 	}
 }
 
-func (f *fixture) putFiles(user, job, method string, data []byte) error {
+func (f *fixture) putFiles(user caller, job, method string, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	return f.request(f.as(user), method, job, streamv1alpha1.SubresourceFiles).Body(data).Do(ctx).Error()
 }
 
-func (f *fixture) getFiles(user, job string) ([]byte, error) {
+func (f *fixture) getFiles(user caller, job string) ([]byte, error) {
+	return f.getFilesFrom(user, job, 0)
+}
+
+// getFilesFrom gets the job's files from offset of their tar stream.
+func (f *fixture) getFilesFrom(user caller, job string, offset int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	return f.request(f.as(user), "GET", job, streamv1alpha1.SubresourceFiles).DoRaw(ctx)
+	return f.request(f.as(user), "GET", job, streamv1alpha1.SubresourceFiles).
+		VersionedParams(&streamv1alpha1.ShellJobFilesOptions{Offset: offset}, params).DoRaw(ctx)
 }
 
 // TestFiles puts a held job's input files and gets what it left, as its
@@ -80,18 +91,21 @@ func TestFiles(t *testing.T) {
 			Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: alice}).Obj())
 	}
 	held("inputs")
-	if err := f.putFiles(reader, "inputs", "PUT", tarOf(t, map[string]string{"notes.txt": "x"})); !apierrors.IsForbidden(err) {
+	if err := f.putFiles(anyJob(reader), "inputs", "PUT", tarOf(t, map[string]string{"notes.txt": "x"})); !apierrors.IsForbidden(err) {
 		t.Errorf("put by a reader, who may only get: %v, want Forbidden", err)
 	}
-	if err := f.putFiles(alice, "inputs", "PUT", tarOf(t, map[string]string{"notes.txt": "my notes\n"})); err != nil {
+	if err := f.putFiles(own(bob), "inputs", "PUT", tarOf(t, map[string]string{"notes.txt": "planted"})); !apierrors.IsForbidden(err) {
+		t.Errorf("put by another user into alice's held job: %v, want Forbidden", err)
+	}
+	if err := f.putFiles(own(alice), "inputs", "PUT", tarOf(t, map[string]string{"notes.txt": "my notes\n"})); err != nil {
 		t.Fatalf("put by the owner: %v", err)
 	}
 	f.patch("inputs", `{"spec":{"hold":false}}`)
 	f.finished("inputs")
-	if got, err := f.log(f.as(alice), "inputs", streamv1alpha1.ShellJobLogOptions{}); err != nil || got != "my notes\n" {
+	if got, err := f.log(f.as(own(alice)), "inputs", streamv1alpha1.ShellJobLogOptions{}); err != nil || got != "my notes\n" {
 		t.Errorf("the job saw %q, %v; want the notes put in", got, err)
 	}
-	for _, user := range []string{alice, reader} {
+	for _, user := range []caller{own(alice), anyJob(reader)} {
 		data, err := f.getFiles(user, "inputs")
 		if err != nil {
 			t.Fatalf("get files as %s: %v", user, err)
@@ -100,33 +114,95 @@ func TestFiles(t *testing.T) {
 			t.Errorf("files as %s = %v, want the notes and the result", user, got)
 		}
 	}
-	if _, err := f.getFiles(bob, "inputs"); !apierrors.IsForbidden(err) {
+	if _, err := f.getFiles(own(bob), "inputs"); !apierrors.IsForbidden(err) {
 		t.Errorf("get files by another user: %v, want Forbidden", err)
 	}
-	if err := f.putFiles(alice, "inputs", "POST", tarOf(t, map[string]string{"late.txt": "x"})); !apierrors.IsConflict(err) {
+	// The job ended: its tar stream from an offset is the same stream's
+	// rest.
+	whole, err := f.getFiles(own(alice), "inputs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, offset := range []int64{1, 512, int64(len(whole)) - 1, int64(len(whole))} {
+		if rest, err := f.getFilesFrom(own(alice), "inputs", offset); err != nil || !bytes.Equal(rest, whole[offset:]) {
+			t.Errorf("files from offset %d: %d bytes, %v; want the stream's last %d", offset, len(rest), err, int64(len(whole))-offset)
+		}
+	}
+	if _, err := f.getFilesFrom(own(alice), "inputs", -1); !apierrors.IsBadRequest(err) {
+		t.Errorf("files from offset -1: %v, want BadRequest", err)
+	}
+	if err := f.request(f.as(own(alice)), "PUT", "inputs", streamv1alpha1.SubresourceFiles).
+		VersionedParams(&streamv1alpha1.ShellJobFilesOptions{Offset: 3}, params).Body(tarOf(t, nil)).Do(context.Background()).Error(); !apierrors.IsBadRequest(err) {
+		t.Errorf("a put with an offset: %v, want BadRequest", err)
+	}
+	if err := f.putFiles(own(alice), "inputs", "POST", tarOf(t, map[string]string{"late.txt": "x"})); !apierrors.IsConflict(err) {
 		t.Errorf("put into a job that ran: %v, want Conflict", err)
 	}
 
 	held("posted")
-	if err := f.putFiles(alice, "posted", "POST", tarOf(t, map[string]string{"notes.txt": "posted\n"})); err != nil {
+	if err := f.putFiles(own(alice), "posted", "POST", tarOf(t, map[string]string{"notes.txt": "posted\n"})); err != nil {
 		t.Fatalf("post by the owner: %v", err)
 	}
 	f.patch("posted", `{"spec":{"hold":false}}`)
 	f.finished("posted")
-	if got, err := f.log(f.as(alice), "posted", streamv1alpha1.ShellJobLogOptions{}); err != nil || got != "posted\n" {
+	if got, err := f.log(f.as(own(alice)), "posted", streamv1alpha1.ShellJobLogOptions{}); err != nil || got != "posted\n" {
 		t.Errorf("the job saw %q, %v; want the notes posted", got, err)
 	}
 
 	f.job("free", alice, "sleep 300")
-	if err := f.putFiles(alice, "free", "PUT", tarOf(t, map[string]string{"notes.txt": "x"})); !apierrors.IsConflict(err) {
+	if err := f.putFiles(own(alice), "free", "PUT", tarOf(t, map[string]string{"notes.txt": "x"})); !apierrors.IsConflict(err) {
 		t.Errorf("put into a job that is not held: %v, want Conflict", err)
 	}
 	f.create(utiltesting.MakeShellJob("queued", f.cluster.Namespace).Pool("none").
 		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: alice}).Obj())
-	if _, err := f.getFiles(alice, "queued"); !apierrors.IsBadRequest(err) {
+	if _, err := f.getFiles(own(alice), "queued"); !apierrors.IsBadRequest(err) {
 		t.Errorf("get files of a job that has not started: %v, want BadRequest", err)
 	}
 	if sj := f.waitJob("free", "started", shelljob.IsStarted); !sj.Status.Ran {
 		t.Fatal("not started")
 	}
+	if _, err := f.getFilesFrom(own(alice), "free", 1); !apierrors.IsBadRequest(err) {
+		t.Errorf("files of a running job from an offset: %v, want BadRequest", err)
+	}
+}
+
+// olderAgent plays an agent older than get-files --offset: it refuses an
+// offset past 0 as such an agent's usage error.
+type olderAgent struct{ agentapi.Client }
+
+func (a olderAgent) GetFiles(ctx context.Context, pod types.NamespacedName, job string, offset int64, w io.Writer) error {
+	if offset != 0 {
+		return fmt.Errorf("get files of %s in %s: flag provided but not defined: -offset: %w", job, pod, agentapi.ErrUsage)
+	}
+	return a.Client.GetFiles(ctx, pod, job, 0, w)
+}
+
+// TestFilesOfAnOlderAgent: the files of a job whose agent takes no offset
+// are still read from one: the server reads them from 0 and drops what
+// comes before it.
+func TestFilesOfAnOlderAgent(t *testing.T) {
+	f := setupWith(t, streamapitest.Options{Agent: func(a agentapi.Client) agentapi.Client { return olderAgent{a} }})
+	f.job("older", alice, `seq 1 2000 > "$SHELLJOB_OUT"/seq.txt`)
+	f.finished("older")
+	whole, err := f.getFiles(own(alice), "older")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filesIn(t, whole); len(got["seq.txt"]) != len(seqText(2000)) {
+		t.Fatalf("files %d bytes, seq.txt of %d", len(whole), len(got["seq.txt"]))
+	}
+	for _, offset := range []int64{1, 700, int64(len(whole))} {
+		if rest, err := f.getFilesFrom(own(alice), "older", offset); err != nil || !bytes.Equal(rest, whole[offset:]) {
+			t.Errorf("files from offset %d: %d bytes, %v; want the stream's last %d", offset, len(rest), err, int64(len(whole))-offset)
+		}
+	}
+}
+
+// seqText is what seq 1 n writes.
+func seqText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintln(&b, i)
+	}
+	return b.String()
 }

@@ -116,15 +116,19 @@ type streams struct {
 	stopping context.Context
 	// keepalive is how often a quiet framed stream gets a keepalive.
 	keepalive time.Duration
+	// owners is myshelljobs' owner rule.
+	owners ownerRule
 }
 
-// key is the job name in the request's namespace.
+// key is the job name in the request's namespace, once the owner rule
+// allows the request.
 func (s *streams) key(ctx context.Context, name string) (types.NamespacedName, error) {
 	ns, ok := request.NamespaceFrom(ctx)
 	if !ok || ns == "" {
 		return types.NamespacedName{}, apierrors.NewBadRequest("a shelljob's subresource needs its namespace")
 	}
-	return types.NamespacedName{Namespace: ns, Name: name}, nil
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	return key, s.owners.check(ctx, key)
 }
 
 // requestContext is the request's context, cut when the server stops.

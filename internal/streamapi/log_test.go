@@ -2,15 +2,20 @@ package streamapi_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
@@ -20,68 +25,80 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// TestLogWho checks who reads which log: the owner of a CLI job or of a
-// Telegram job the bot created as its sender's identity, and a holder of
-// get on shelljobs/log; nobody else. A Telegram job of an older bot, whose
-// user is a Telegram id, has no owner, even to a Kubernetes user named as
-// that id.
+// TestLogWho checks who reads which log through which resource: a job's
+// owner through myshelljobs (a CLI job they created, a Telegram job the
+// bot created as them, which names their Telegram user beside), a holder
+// of get on shelljobs/log through shelljobs; nobody else, and nobody
+// through myshelljobs a Telegram job that names no Telegram user beside
+// its user (an older bot's, whose user is a Telegram id), even a
+// Kubernetes user named as that id.
 func TestLogWho(t *testing.T) {
 	f := setup(t)
 	f.job("mine", alice, "echo hi from alice")
 	f.create(utiltesting.MakeShellJob("chat", f.cluster.Namespace).Command("echo hi from the chat").
-		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 2}).Obj())
-	f.create(utiltesting.MakeShellJob("alices-chat", f.cluster.Namespace).Command("echo hi from alice chat").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: telegramID, Chat: 1, Message: 2}).Obj())
+	f.create(utiltesting.MakeShellJob("chat-as-alice", f.cluster.Namespace).Command("echo hi as alice").
 		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, TelegramUser: 111, Chat: 1, Message: 3}).Obj())
-	f.create(utiltesting.MakeShellJob("old-chat", f.cluster.Namespace).Command("echo hi from an older bot").
-		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: telegramID, Chat: 1, Message: 4}).Obj())
-	for _, name := range []string{"mine", "chat", "alices-chat", "old-chat"} {
-		f.finished(name)
+	f.create(utiltesting.MakeShellJob("chat-no-sender", f.cluster.Namespace).Command("echo hi from no sender").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 4}).Obj())
+	for _, j := range []string{"mine", "chat", "chat-as-alice", "chat-no-sender"} {
+		f.finished(j)
 	}
 
 	cases := map[string]struct {
-		user, job string
-		want      string
-		wantErr   func(error) bool
+		who     caller
+		job     string
+		want    string
+		wantErr func(error) bool
+		// saying is in the refusal's message.
+		saying string
 	}{
-		"the owner reads their job":                             {user: alice, job: "mine", want: "hi from alice\n"},
-		"another user is refused":                               {user: bob, job: "mine", wantErr: apierrors.IsForbidden},
-		"a reader reads any job":                                {user: reader, job: "mine", want: "hi from alice\n"},
-		"a reader reads a Telegram job":                         {user: reader, job: "chat", want: "hi from the chat\n"},
-		"a Telegram job without its Telegram user has no owner": {user: alice, job: "chat", wantErr: apierrors.IsForbidden},
-		"the sender reads their Telegram job":                   {user: alice, job: "alices-chat", want: "hi from alice chat\n"},
-		"another user is refused a Telegram job":                {user: bob, job: "alices-chat", wantErr: apierrors.IsForbidden},
-		"an older bot's Telegram id is no Kubernetes user":      {user: telegramID, job: "old-chat", wantErr: apierrors.IsForbidden},
-		"a reader reads an older bot's Telegram job":            {user: reader, job: "old-chat", want: "hi from an older bot\n"},
-		"a missing job is not found to a reader":                {user: reader, job: "none", wantErr: apierrors.IsNotFound},
-		"a missing job is refused to a user":                    {user: bob, job: "none", wantErr: apierrors.IsForbidden},
+		"the owner reads their job":                            {who: own(alice), job: "mine", want: "hi from alice\n"},
+		"the owner of a Telegram job the bot made as them":     {who: own(alice), job: "chat-as-alice", want: "hi as alice\n"},
+		"another user's job is refused":                        {who: own(bob), job: "mine", wantErr: apierrors.IsForbidden, saying: "shelljob mine is not bob's"},
+		"another user's Telegram job is refused":               {who: own(bob), job: "chat-as-alice", wantErr: apierrors.IsForbidden, saying: "shelljob chat-as-alice is not bob's"},
+		"an older bot's Telegram job has no owner":             {who: own(telegramID), job: "chat", wantErr: apierrors.IsForbidden, saying: "older bot's Telegram job"},
+		"a Telegram job without its Telegram user is no one's": {who: own(alice), job: "chat-no-sender", wantErr: apierrors.IsForbidden, saying: "older bot's Telegram job"},
+		"the owner may not read any job":                       {who: anyJob(alice), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "shelljobs/log"`},
+		"a reader reads any job":                               {who: anyJob(reader), job: "mine", want: "hi from alice\n"},
+		"a reader reads a Telegram job":                        {who: anyJob(reader), job: "chat", want: "hi from the chat\n"},
+		"a reader owns nothing":                                {who: own(reader), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "myshelljobs/log"`},
+		"a missing job is not found to a reader":               {who: anyJob(reader), job: "none", wantErr: apierrors.IsNotFound},
+		"a missing job is not found to a user":                 {who: own(bob), job: "none", wantErr: apierrors.IsNotFound},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := f.log(f.as(tc.user), tc.job, streamv1alpha1.ShellJobLogOptions{})
+			got, err := f.log(f.as(tc.who), tc.job, streamv1alpha1.ShellJobLogOptions{})
 			switch {
-			case tc.wantErr != nil && !tc.wantErr(err):
-				t.Fatalf("log of %s as %s: got %q, %v; want the other error", tc.job, tc.user, got, err)
+			case tc.wantErr != nil && (!tc.wantErr(err) || !strings.Contains(err.Error(), tc.saying)):
+				t.Fatalf("log of %s as %s: got %q, %v; want the other error, saying %q", tc.job, tc.who, got, err, tc.saying)
 			case tc.wantErr == nil && err != nil:
-				t.Fatalf("log of %s as %s: %v", tc.job, tc.user, err)
+				t.Fatalf("log of %s as %s: %v", tc.job, tc.who, err)
 			case got != tc.want:
-				t.Errorf("log of %s as %s = %q, want %q", tc.job, tc.user, got, tc.want)
+				t.Errorf("log of %s as %s = %q, want %q", tc.job, tc.who, got, tc.want)
 			}
 			if err != nil {
-				t.Logf("%s: %v", tc.user, err)
+				t.Logf("%s: %v", tc.who.user, err)
 			}
 		})
 	}
 }
 
 // TestLogOwnerNeedsCreate checks that an owner who may no longer create
-// ShellJobs reads nothing.
+// ShellJobs reads nothing through myshelljobs, which RBAC still lets
+// them ask.
 func TestLogOwnerNeedsCreate(t *testing.T) {
 	f := setup(t)
+	f.grant("revoked", []string{"carol"}, rbacv1.PolicyRule{
+		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/log"}, Verbs: []string{"get"},
+	})
 	f.job("old", "carol", "echo hi")
 	f.finished("old")
-	if _, err := f.log(f.as("carol"), "old", streamv1alpha1.ShellJobLogOptions{}); !apierrors.IsForbidden(err) {
+	_, err := f.log(f.as(own("carol")), "old", streamv1alpha1.ShellJobLogOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "may no longer create shelljobs") {
 		t.Fatalf("log as an owner without create: %v, want Forbidden", err)
 	}
+	t.Log(err)
 }
 
 // TestLogOptions checks each option on a finished job.
@@ -90,7 +107,7 @@ func TestLogOptions(t *testing.T) {
 	f.job("words", alice, `echo hello world; printf 'caf\xc3\xa9 \xff\n'; printf 'abc\rX\n'`)
 	f.finished("words")
 	const whole = "hello world\ncafé \xff\nabc\rX\n"
-	rc := f.as(alice)
+	rc := f.as(own(alice))
 	cases := map[string]struct {
 		opts streamv1alpha1.ShellJobLogOptions
 		want string
@@ -165,7 +182,7 @@ func TestLogLive(t *testing.T) {
 	f := setup(t)
 	f.job("live", alice, "echo first; sleep 300; echo never")
 	f.waitJob("live", "started", shelljob.IsStarted)
-	rc := f.as(alice)
+	rc := f.as(own(alice))
 	if got, err := f.log(rc, "live", streamv1alpha1.ShellJobLogOptions{}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("log of a running job without follow = %q, %v; want BadRequest", got, err)
 	}
@@ -203,7 +220,7 @@ func TestLogLive(t *testing.T) {
 // after its create, and while it is held.
 func TestLogAwaitStart(t *testing.T) {
 	f := setup(t)
-	rc := f.as(alice)
+	rc := f.as(own(alice))
 	f.job("quick", alice, "echo quick")
 	got, err := f.log(rc, "quick", streamv1alpha1.ShellJobLogOptions{AwaitStart: true, Framed: true})
 	if err != nil {
@@ -260,7 +277,7 @@ func TestLogWorkerGone(t *testing.T) {
 	if err := f.cluster.LoseWorker(context.Background(), "lost"); err != nil {
 		t.Fatal(err)
 	}
-	rc := f.as(alice)
+	rc := f.as(own(alice))
 	var err error
 	// The replica's cache learns of the deletion.
 	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(context.Context) (bool, error) {
@@ -270,6 +287,24 @@ func TestLogWorkerGone(t *testing.T) {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) || status.Status().Code != http.StatusGone || !strings.Contains(err.Error(), "lost") {
 		t.Fatalf("log of a job whose worker is gone: %v; want 410 Gone that says so", err)
+	}
+	t.Log(err)
+
+	// The pool's new worker takes the lost one's name: a pod created
+	// after the job started is not the job's worker.
+	sj := f.finished("lost")
+	pod := types.NamespacedName{Namespace: cmp.Or(sj.Status.PodNamespace, sj.Namespace), Name: sj.Status.Pod}
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(ctx context.Context) (bool, error) {
+		return f.cluster.Client.Get(ctx, pod, &corev1.Pod{}) == nil, nil
+	}); err != nil {
+		t.Fatalf("no new worker took the name %s: %v", pod, err)
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, testTimeout, true, func(context.Context) (bool, error) {
+		_, err = f.log(rc, "lost", streamv1alpha1.ShellJobLogOptions{})
+		return strings.Contains(fmt.Sprint(err), "replaced"), nil
+	})
+	if !errors.As(err, &status) || status.Status().Code != http.StatusGone || !strings.Contains(err.Error(), "was replaced") {
+		t.Fatalf("log of a job whose worker was replaced: %v; want 410 Gone that says so", err)
 	}
 	t.Log(err)
 }

@@ -50,6 +50,14 @@ func (r *response) start() {
 	r.w.WriteHeader(http.StatusOK)
 }
 
+// sent tells whether the response's header has gone out: an error is no
+// longer a status.
+func (r *response) sent() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
+}
+
 // do runs write, which writes to the response, under its lock, and
 // flushes what it wrote.
 func (r *response) do(write func() error) error {

@@ -149,7 +149,11 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return server.PrepareRun().RunWithContext(ctx)
+	err = server.PrepareRun().RunWithContext(ctx)
+	// The attaches were cut as the server stopped: wait for their
+	// hangups.
+	exec.wait()
+	return err
 }
 
 // jobs finds the jobs and workers in the cache, once it holds them.
@@ -224,11 +228,8 @@ func (s *Server) server(j *jobs, st streams, exec *execProxy) (*genericapiserver
 	if err := authz.ApplyTo(&cfg.Authorization); err != nil {
 		return nil, fmt.Errorf("stream API: authorization: %w", err)
 	}
-	a, err := newAuthorizer(j, cfg.Authorization.Authorizer)
-	if err != nil {
-		return nil, fmt.Errorf("stream API: authorization: %w", err)
-	}
-	cfg.Authorization.Authorizer = a
+	st.owners = ownerRule{jobs: j, authz: cfg.Authorization.Authorizer}
+	cfg.Authorization.Authorizer = newAuthorizer(cfg.Authorization.Authorizer)
 
 	server, err := cfg.Complete().New("shelljob-stream-api", genericapiserver.NewEmptyDelegate())
 	if err != nil {

@@ -8,31 +8,34 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
 
-// newStorage is the group version's storage map: the subresources, and
-// their parent, which has no verb (the ShellJobs themselves are
-// shell.shelljob.dev's).
+// newStorage is the group version's storage map: the subresources under
+// each of the two resources, shelljobs (any job, as RBAC allows) and
+// myshelljobs (the caller's own, which the owner rule in streams.key
+// checks), and their parents, which have no verb (the ShellJobs
+// themselves are shell.shelljob.dev's).
 func newStorage(s streams, exec *execProxy) map[string]rest.Storage {
-	sub := func(name string) string { return streamv1alpha1.Resource + "/" + name }
-	return map[string]rest.Storage{
-		streamv1alpha1.Resource:               &jobsREST{},
-		sub(streamv1alpha1.SubresourceLog):    &LogREST{streams: s},
-		sub(streamv1alpha1.SubresourceFiles):  &FilesREST{streams: s},
-		sub(streamv1alpha1.SubresourceAttach): &AttachREST{streams: s, exec: exec},
+	m := map[string]rest.Storage{}
+	for resource, singular := range map[string]string{streamv1alpha1.Resource: "shelljob", streamv1alpha1.OwnResource: "myshelljob"} {
+		m[resource] = &jobsREST{singular: singular}
+		m[resource+"/"+streamv1alpha1.SubresourceLog] = &LogREST{streams: s}
+		m[resource+"/"+streamv1alpha1.SubresourceFiles] = &FilesREST{streams: s}
+		m[resource+"/"+streamv1alpha1.SubresourceAttach] = &AttachREST{streams: s, exec: exec}
 	}
+	return m
 }
 
 // jobsREST is the parent of the subresources, which k8s.io/apiserver's
 // installer needs, without a verb: discovery lists it with none, so that
 // kubectl never takes it for the ShellJobs (and the group's priority is
 // below the CRD's).
-type jobsREST struct{}
+type jobsREST struct{ singular string }
 
 var (
 	_ rest.Scoper               = (*jobsREST)(nil)
 	_ rest.SingularNameProvider = (*jobsREST)(nil)
 )
 
-func (*jobsREST) New() runtime.Object     { return &shellv1alpha1.ShellJob{} }
-func (*jobsREST) Destroy()                {}
-func (*jobsREST) NamespaceScoped() bool   { return true }
-func (*jobsREST) GetSingularName() string { return "shelljob" }
+func (*jobsREST) New() runtime.Object       { return &shellv1alpha1.ShellJob{} }
+func (*jobsREST) Destroy()                  {}
+func (*jobsREST) NamespaceScoped() bool     { return true }
+func (r *jobsREST) GetSingularName() string { return r.singular }

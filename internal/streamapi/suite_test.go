@@ -31,15 +31,36 @@ func TestMain(m *testing.M) { clustertest.Main(m, &env) }
 // testTimeout bounds each wait of a test.
 const testTimeout = time.Minute
 
-// Users of the tests. alice and bob may create ShellJobs; reader may get
-// every job's log and files. telegramID is a Kubernetes user named as a
-// Telegram user id, who may create ShellJobs too.
+// Users of the tests. alice and bob may create ShellJobs and use their
+// own through myshelljobs, as the chart's shelljob-user; reader may get
+// every job's log and files through shelljobs, as shelljob-viewer.
+// telegramID is a Kubernetes user named as a Telegram user id, with
+// alice's and bob's rights.
 const (
 	alice      = "alice"
 	bob        = "bob"
 	reader     = "reader"
 	telegramID = "1234567"
 )
+
+// caller is a user of the tests and the resource their requests go
+// through.
+type caller struct{ user, resource string }
+
+// own is user through myshelljobs, which reaches their own jobs.
+func own(user string) caller { return caller{user, streamv1alpha1.OwnResource} }
+
+// anyJob is user through shelljobs, which reaches any job RBAC allows.
+func anyJob(user string) caller { return caller{user, streamv1alpha1.Resource} }
+
+// ownRights are the rights of a user who uses their own jobs, as the
+// chart's shelljob-user has them.
+var ownRights = []rbacv1.PolicyRule{
+	{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"}},
+	{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/log", "myshelljobs/files"}, Verbs: []string{"get"}},
+	{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/files"}, Verbs: []string{"create", "update"}},
+	{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/attach"}, Verbs: []string{"create"}},
+}
 
 // params encodes the options into a request's query, as a client of the
 // API does.
@@ -61,11 +82,15 @@ type fixture struct {
 // test's users their rights.
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupWith(t, streamapitest.Options{})
+}
+
+// setupWith is setup with a replica of o.
+func setupWith(t *testing.T, o streamapitest.Options) *fixture {
+	t.Helper()
 	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
-	f.replica = streamapitest.Start(t, env, f.cluster, streamapitest.Options{})
-	f.grant("shelljob-user", []string{alice, bob, telegramID}, rbacv1.PolicyRule{
-		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"},
-	})
+	f.replica = streamapitest.Start(t, env, f.cluster, o)
+	f.grant("shelljob-user", []string{alice, bob, telegramID}, ownRights...)
 	f.grant("shelljob-reader", []string{reader}, rbacv1.PolicyRule{
 		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"shelljobs/log", "shelljobs/files"}, Verbs: []string{"get"},
 	})
@@ -78,11 +103,17 @@ func (f *fixture) grant(name string, users []string, rules ...rbacv1.PolicyRule)
 	streamapitest.Grant(f.t, env, f.cluster.Namespace, name, users, rules...)
 }
 
-// as is a client of the stream API for user, authenticated by a client
+// streamClient is a client of the stream API for one caller.
+type streamClient struct {
+	rest.Interface
+	resource string
+}
+
+// as is a client of the stream API for c, authenticated by a client
 // certificate.
-func (f *fixture) as(user string) rest.Interface {
+func (f *fixture) as(c caller) streamClient {
 	f.t.Helper()
-	cfg := f.replica.Config(env.User(f.t, user))
+	cfg := f.replica.Config(env.User(f.t, c.user))
 	cfg.APIPath = "/apis"
 	cfg.GroupVersion = &streamv1alpha1.GroupVersion
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
@@ -90,16 +121,16 @@ func (f *fixture) as(user string) rest.Interface {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return rc
+	return streamClient{rc, c.resource}
 }
 
 // request is a request for the job's subresource.
-func (f *fixture) request(rc rest.Interface, verb, job, sub string) *rest.Request {
-	return rc.Verb(verb).Namespace(f.cluster.Namespace).Resource(streamv1alpha1.Resource).Name(job).SubResource(sub)
+func (f *fixture) request(rc streamClient, verb, job, sub string) *rest.Request {
+	return rc.Verb(verb).Namespace(f.cluster.Namespace).Resource(rc.resource).Name(job).SubResource(sub)
 }
 
 // log reads the job's log with opts to its end.
-func (f *fixture) log(rc rest.Interface, job string, opts streamv1alpha1.ShellJobLogOptions) (string, error) {
+func (f *fixture) log(rc streamClient, job string, opts streamv1alpha1.ShellJobLogOptions) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	body, err := f.request(rc, "GET", job, streamv1alpha1.SubresourceLog).VersionedParams(&opts, params).Stream(ctx)

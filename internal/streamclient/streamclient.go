@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/clock"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -36,6 +37,11 @@ var ErrOutputLost = errors.New("the job's output is lost")
 type Options struct {
 	// Namespace holds the jobs. Required.
 	Namespace string
+	// Own reaches the jobs through myshelljobs, which serves the caller's
+	// own jobs alone, with the rights a user who runs jobs has (get on
+	// myshelljobs/log); else through shelljobs, which serves any job of
+	// the namespace to whoever has get on shelljobs/log.
+	Own bool
 	// StreamIdle bounds how long a stream may move no byte, keepalives
 	// included: a follow is then resumed, any other call fails with an
 	// error that wraps agentapi.ErrStreamIdle. The time the caller's
@@ -47,6 +53,8 @@ type Options struct {
 	Retry, RetryMax time.Duration
 	// OnResume, when set, hears why each follow is resumed, from where.
 	OnResume func(job string, offset int64, err error)
+	// Clock times the waits before a resume. Defaults to the real clock.
+	Clock clock.Clock
 }
 
 // Client reaches the stream API of a namespace.
@@ -80,6 +88,9 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	if opts.RetryMax < opts.Retry {
 		opts.RetryMax = max(DefaultRetryMax, opts.Retry)
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	cfg := rest.CopyConfig(config)
 	cfg.Timeout = 0
 	cfg.APIPath = "/apis"
@@ -94,7 +105,11 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 
 // request is a request for the subresource sub of job.
 func (c *Client) request(verb, job, sub string) *rest.Request {
-	return c.rest.Verb(verb).Namespace(c.opts.Namespace).Resource(streamv1alpha1.Resource).Name(job).SubResource(sub)
+	resource := streamv1alpha1.Resource
+	if c.opts.Own {
+		resource = streamv1alpha1.OwnResource
+	}
+	return c.rest.Verb(verb).Namespace(c.opts.Namespace).Resource(resource).Name(job).SubResource(sub)
 }
 
 // watch bounds a stream by the idle limit.
@@ -133,8 +148,10 @@ func (c *Client) again(ctx context.Context, job string, offset int64, err error,
 	if c.opts.OnResume != nil {
 		c.opts.OnResume(job, offset, err)
 	}
+	t := c.opts.Clock.NewTimer(*wait)
+	defer t.Stop()
 	select {
-	case <-time.After(*wait):
+	case <-t.C():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -188,19 +205,77 @@ func (c *Client) textOnce(ctx context.Context, job string, mode agentapi.TextMod
 	return true, cause(ctx, agentapi.ReadText(watch.Source(body), mode, watch.Writer(w)))
 }
 
+// FilesTries is how many requests in a row that moved no byte a GetFiles
+// makes before it gives up.
+const FilesTries = 5
+
 // GetFiles writes the job's $SHELLJOB_OUT, once it started, as a tar
-// stream to w.
+// stream to w. A stream cut (the API server's request timeout, which a
+// files request is subject to, a restart of the replica that served it, a
+// broken connection) is read on from the offset it reached, after a wait
+// as a follow's: the tar stream of a job that has ended is the same at
+// every read, so nothing is lost or twice; the files of a job still
+// running are not resumed. It gives up once FilesTries requests in a row
+// moved no byte, or at once when one that moved none was cut idle (a
+// worker that stops answering), refused, or when w fails.
 func (c *Client) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	var offset int64
+	wait, fruitless := c.opts.Retry, 0
+	for {
+		reached, err := c.filesOnce(ctx, job, offset, w)
+		moved := reached > offset
+		offset = reached
+		var werr writeError
+		switch {
+		case err == nil || ctx.Err() != nil || final(err) || errors.As(err, &werr):
+			return c.named(job, err)
+		case moved:
+			fruitless, wait = 0, c.opts.Retry
+		case errors.Is(err, agentapi.ErrStreamIdle):
+			return c.named(job, err)
+		default:
+			if fruitless++; fruitless >= FilesTries {
+				return c.named(job, err)
+			}
+		}
+		if err := c.again(ctx, job, offset, err, &wait); err != nil {
+			return c.named(job, err)
+		}
+	}
+}
+
+// filesOnce is one request of GetFiles, from offset: it returns the
+// offset it reached.
+func (c *Client) filesOnce(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceFiles).Stream(ctx)
+	opts := &streamv1alpha1.ShellJobFilesOptions{Offset: offset}
+	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceFiles).VersionedParams(opts, params).Stream(ctx)
 	if err != nil {
-		return c.named(job, cause(ctx, err))
+		return offset, cause(ctx, err)
 	}
 	defer body.Close()
-	_, err = io.Copy(watch.Writer(w), watch.Source(body))
-	return c.named(job, cause(ctx, err))
+	n, err := io.Copy(watch.Writer(writerOf{w}), watch.Source(body))
+	return offset + n, cause(ctx, err)
 }
+
+// writerOf marks the errors of the caller's writer, which no request
+// mends.
+type writerOf struct{ w io.Writer }
+
+func (w writerOf) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		err = writeError{err}
+	}
+	return n, err
+}
+
+// writeError is an error of the caller's writer.
+type writeError struct{ err error }
+
+func (e writeError) Error() string { return e.err.Error() }
+func (e writeError) Unwrap() error { return e.err }
 
 // PutFiles unpacks the tar stream into the $SHELLJOB_OUT of the job, held
 // (spec.hold) and not started, waiting for its placement: the command's

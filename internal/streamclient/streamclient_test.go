@@ -54,6 +54,10 @@ func setup(t *testing.T, o streamapitest.Options) *fixture {
 	f.replica = streamapitest.Start(t, env, f.cluster, o)
 	streamapitest.Grant(t, env, f.cluster.Namespace, "shelljob-user", []string{user}, rbacv1.PolicyRule{
 		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get"},
+	}, rbacv1.PolicyRule{
+		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/log", "myshelljobs/files"}, Verbs: []string{"get"},
+	}, rbacv1.PolicyRule{
+		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/files", "myshelljobs/attach"}, Verbs: []string{"create", "update"},
 	})
 	return f
 }
@@ -130,7 +134,7 @@ func counted(n int, interval string) (string, string) {
 func TestFollowResumesAfterRestart(t *testing.T) {
 	f := setup(t, streamapitest.Options{})
 	var r resumes
-	c := f.client(user, streamclient.Options{OnResume: r.record, Retry: 200 * time.Millisecond})
+	c := f.client(user, streamclient.Options{Own: true, OnResume: r.record, Retry: 200 * time.Millisecond})
 	command, want := counted(20, "0.2")
 	f.job("counted", command, false)
 	var out utiltesting.SyncBuffer
@@ -172,7 +176,7 @@ func TestFollowIdle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := setup(t, streamapitest.Options{Keepalive: tc.keepalive})
 			var r resumes
-			c := f.client(user, streamclient.Options{StreamIdle: time.Second, Retry: 100 * time.Millisecond, OnResume: r.record})
+			c := f.client(user, streamclient.Options{Own: true, StreamIdle: time.Second, Retry: 100 * time.Millisecond, OnResume: r.record})
 			f.job("silent", command, false)
 			var out bytes.Buffer
 			reached, err := c.Follow(context.Background(), "silent", agentapi.AwaitStart, &out)
@@ -195,7 +199,7 @@ func TestFollowIdle(t *testing.T) {
 // TestCalls checks the other calls and the refusals.
 func TestCalls(t *testing.T) {
 	f := setup(t, streamapitest.Options{})
-	c := f.client(user, streamclient.Options{})
+	c := f.client(user, streamclient.Options{Own: true})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 
@@ -229,8 +233,12 @@ func TestCalls(t *testing.T) {
 	}
 
 	start := time.Now()
-	if _, err := c.Follow(ctx, "none", 0, io.Discard); !apierrors.IsForbidden(err) {
-		t.Errorf("follow of a job that is not there, as a user: %v, want Forbidden", err)
+	if _, err := c.Follow(ctx, "none", 0, io.Discard); !apierrors.IsNotFound(err) {
+		t.Errorf("follow of a job that is not there, as a user: %v, want NotFound", err)
+	}
+	// The owner through shelljobs, which reads any job: not theirs to use.
+	if _, err := f.client(user, streamclient.Options{}).Follow(ctx, "files", 0, io.Discard); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"shelljobs/log"`) {
+		t.Errorf("follow through shelljobs as a user: %v, want Forbidden", err)
 	}
 	streamapitest.Grant(t, env, f.cluster.Namespace, "reader", []string{"reader"}, rbacv1.PolicyRule{
 		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"shelljobs/log"}, Verbs: []string{"get"},
@@ -261,7 +269,7 @@ func TestCalls(t *testing.T) {
 func TestAttach(t *testing.T) {
 	f := setup(t, streamapitest.Options{})
 	kubelet := streamapitest.StartKubelet(t, env, f.cluster)
-	c := f.client(user, streamclient.Options{})
+	c := f.client(user, streamclient.Options{Own: true})
 	f.job("console", "sleep 300", false)
 	sj := f.waitJob("console", shelljob.IsStarted)
 	kubelet.Bind(types.NamespacedName{Namespace: sj.Status.PodNamespace, Name: sj.Status.Pod})
@@ -283,4 +291,70 @@ func patch(t *testing.T, f *fixture, name, p string) {
 	if err := f.cluster.Client.Patch(context.Background(), sj, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// gate passes writes on to w until after bytes, then blocks the next
+// write until open closes, once; reached closes when it blocks.
+type gate struct {
+	w       io.Writer
+	after   int64
+	n       int64
+	reached chan struct{}
+	open    chan struct{}
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	if g.n >= g.after && g.reached != nil {
+		close(g.reached)
+		g.reached = nil
+		<-g.open
+	}
+	n, err := g.w.Write(p)
+	g.n += int64(n)
+	return n, err
+}
+
+// TestFilesResumeAfterCut checks that a files download cut half way (here
+// by a restart of the replica that serves it, as the API server's request
+// timeout cuts one) goes on from the offset it reached: the tar stream is
+// whole, nothing lost and nothing twice.
+func TestFilesResumeAfterCut(t *testing.T) {
+	f := setup(t, streamapitest.Options{})
+	var r resumes
+	c := f.client(user, streamclient.Options{Own: true, OnResume: r.record, Retry: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f.job("many", `seq 1 1000000 > "$SHELLJOB_OUT"/seq.txt; seq 1 1000 > "$SHELLJOB_OUT"/small.txt`, false)
+	f.waitJob("many", shelljob.IsFinished)
+	var whole bytes.Buffer
+	if err := c.GetFiles(ctx, "many", &whole); err != nil {
+		t.Fatalf("get files in one go: %v", err)
+	}
+	if got := r.all(); len(got) != 0 {
+		t.Fatalf("the first download was resumed: %v", got)
+	}
+
+	var cut bytes.Buffer
+	g := &gate{w: &cut, after: 1 << 20, reached: make(chan struct{}), open: make(chan struct{})}
+	reached := g.reached
+	done := make(chan error, 1)
+	go func() { done <- c.GetFiles(ctx, "many", g) }()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("the download ended before its first MiB: %v", err)
+	}
+	f.replica.Restart()
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatalf("get files across a restart: %v", err)
+	}
+	if !bytes.Equal(cut.Bytes(), whole.Bytes()) {
+		t.Errorf("files across a restart: %d bytes that differ from the %d of one go", cut.Len(), whole.Len())
+	}
+	got := r.all()
+	if len(got) == 0 {
+		t.Fatal("the download was not resumed: the restart did not cut it")
+	}
+	t.Logf("resumed after: %v", got)
 }

@@ -108,10 +108,20 @@ func TestOnAPIServer(t *testing.T) {
 		a    access
 		want bool
 	}{
-		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, true},
-		{"shelljob-bot", access{verb: "get", resource: "pods", subresource: "exec", namespace: workers}, true},
+		// The bot reaches no pod: the stream API reads output and moves
+		// files for it.
+		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, false},
+		{"shelljob-bot", access{verb: "get", resource: "pods", subresource: "exec", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", namespace: workers}, false},
+		{"shelljob-bot", access{verb: "get", resource: "pods", namespace: workers}, false},
+		{"shelljob-bot", access{verb: "list", resource: "pods", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "update", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "attach", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: workers}, false},
 		// As itself, the bot creates no job and restarts no pool: it does
 		// that as the chat admin who asks (TestAccess).
 		{"shelljob-bot", access{verb: "create", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, false},
@@ -169,6 +179,7 @@ func TestOnAPIServer(t *testing.T) {
 	}
 
 	cliUserMarksDelivered(t, env)
+	rolesMatchTheTable(t, env, workers)
 }
 
 // cliUserMarksDelivered: a kubectl shelljob user, who may edit the

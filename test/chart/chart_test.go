@@ -243,8 +243,8 @@ func roleGrants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool { return grants(r, group, resource, verb) })
 }
 
-// TestRBAC: exec only in the workers namespace, and no ClusterRole that
-// reaches pods/exec or secrets.
+// TestRBAC: exec only in the workers namespace, by the operator alone,
+// and no ClusterRole that reaches pods/exec or secrets.
 func TestRBAC(t *testing.T) {
 	for _, vs := range valueSets {
 		t.Run(vs.name, func(t *testing.T) {
@@ -253,8 +253,8 @@ func TestRBAC(t *testing.T) {
 			byName := map[string]*rbacv1.Role{}
 			for _, r := range roles {
 				byName[r.Namespace+"/"+r.Name] = r
-				if r.Namespace != vs.workers && roleGrants(r.Rules, "", "pods/exec", "create") {
-					t.Errorf("Role %s/%s grants pods/exec outside the workers namespace %s", r.Namespace, r.Name, vs.workers)
+				if roleGrants(r.Rules, "", "pods/exec", "create") && (r.Namespace != vs.workers || r.Name != "shelljob-operator") {
+					t.Errorf("Role %s/%s grants pods/exec: only the operator's, in the workers namespace %s, may", r.Namespace, r.Name, vs.workers)
 				}
 				if r.Namespace == vs.workers && roleGrants(r.Rules, "", "secrets", "get") {
 					t.Errorf("Role %s/%s grants secrets in the workers namespace", r.Namespace, r.Name)
@@ -264,22 +264,24 @@ func TestRBAC(t *testing.T) {
 			if op == nil || !roleGrants(op.Rules, "", "pods/exec", "create") || !roleGrants(op.Rules, "", "pods", "create") {
 				t.Errorf("the operator's Role in %s does not grant pods and pods/exec", vs.workers)
 			}
-			bot := byName[vs.workers+"/shelljob-bot"]
-			switch {
-			case vs.bot && (bot == nil || !roleGrants(bot.Rules, "", "pods/exec", "create")):
-				t.Errorf("the bot's Role in %s does not grant pods/exec create", vs.workers)
-			case vs.bot && roleGrants(bot.Rules, "", "pods", "create"):
-				t.Errorf("the bot's Role in %s lets it create pods", vs.workers)
-			case !vs.bot && bot != nil:
-				t.Errorf("bot disabled, but its Role %s/%s is there", bot.Namespace, bot.Name)
+			// The bot reads output and moves files through the stream API:
+			// it has no Role where the workers are.
+			if bot := byName[vs.workers+"/shelljob-bot"]; bot != nil {
+				t.Errorf("the bot has a Role %s/%s in the workers namespace", bot.Namespace, bot.Name)
 			}
-			// As itself, the bot reads jobs and pools and writes its
-			// bookkeeping on jobs; it creates jobs and restarts pools as
-			// the chat admins it impersonates.
-			if r := byName[namespace+"/shelljob-bot"]; vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "patch") ||
+			// As itself, the bot reads jobs and pools, their output and
+			// files through the stream API, and writes its bookkeeping on
+			// jobs; it creates jobs and restarts pools as the chat admins it
+			// impersonates.
+			r := byName[namespace+"/shelljob-bot"]
+			switch {
+			case !vs.bot && r != nil:
+				t.Errorf("bot disabled, but its Role %s/%s is there", r.Namespace, r.Name)
+			case vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "patch") ||
 				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create") ||
-				!roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "watch")) {
-				t.Errorf("the bot's Role in %s: want shelljobs watched, and no shelljobs create nor shellpools patch or delete", namespace)
+				!roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "watch") ||
+				!roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/log", "get") || roleGrants(r.Rules, "", "pods", "get")):
+				t.Errorf("the bot's Role in %s: want shelljobs watched, shelljobs/log get in stream.shelljob.dev, and no shelljobs create, shellpools patch or delete, nor pods", namespace)
 			}
 			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
 				for _, res := range []string{"pods/exec", "secrets", "pods"} {
@@ -388,12 +390,16 @@ func TestBot(t *testing.T) {
 	}
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
-	for _, want := range []string{"-namespace=" + namespace, "-worker-namespace=" + namespace + "-workers", "-dc=1",
+	for _, want := range []string{"-namespace=" + namespace, "-dc=1",
 		"-dc-addr=shelljob-faketg.shelljob-system.svc:8443", "-public-key=/etc/shelljob/telegram/public.pem", "-v=2",
 		"-files-out-file=50Mi", "-files-out-job=200Mi", "-files-out-count=100"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
+	}
+	// The bot reaches no worker: the stream API serves it.
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, namespace+"-workers") }) {
+		t.Errorf("args %q name the workers' namespace", c.Args)
 	}
 	env := map[string]string{}
 	for _, e := range c.Env {

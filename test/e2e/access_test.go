@@ -4,11 +4,9 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/identity"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -55,12 +54,6 @@ const (
 // them.
 var telegramIDs = map[string]int64{"alice": 111000111, "bob": 222000222}
 
-// controlPlane is the kind control plane node's container, whose API
-// server writes the audit log.
-var controlPlane = envOr("E2E_CONTROL_PLANE", "shelljob-control-plane")
-
-const auditLog = "/var/log/kubernetes/audit/audit.log"
-
 // accessPools creates the test's pools, and the Roles that give the people
 // their rights, all gone when the test ends.
 func accessPools(t *testing.T) {
@@ -81,6 +74,11 @@ func accessPools(t *testing.T) {
 		"e2e-people": {
 			{APIGroups: []string{group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch", "patch"}},
 			{APIGroups: []string{group}, Resources: []string{"shellpools"}, Verbs: []string{"get", "list", "watch"}},
+			// kubectl shelljob reads its jobs through the stream API, as
+			// their owner.
+			{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/log", "myshelljobs/files"}, Verbs: []string{"get"}},
+			{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/files"}, Verbs: []string{"create", "update"}},
+			{APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"myshelljobs/attach"}, Verbs: []string{"create"}},
 		},
 	}
 	subjects := map[string][]rbacv1.Subject{"e2e-people": {{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: people}}}
@@ -102,13 +100,6 @@ func accessPools(t *testing.T) {
 		createGone(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subjects[name]})
 	}
-	// kubectl shelljob follows output by exec into the workers.
-	createGone(t, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: WorkerNamespace, Name: "e2e-people"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create", "get"}},
-	}})
-	createGone(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: WorkerNamespace, Name: "e2e-people"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "e2e-people"}, Subjects: subjects["e2e-people"]})
 	for _, p := range []string{devPool, prodPool, hastyPool} {
 		WaitForPoolAvailable(t, p)
 	}
@@ -169,58 +160,29 @@ func shelljobAs(t *testing.T, user string, args ...string) cliResult {
 	return shelljob(t, "", append([]string{"--as", user, "--as-group", people, "--cache-dir", t.TempDir()}, args...)...)
 }
 
-// auditEvent is what the tests read of an audit.k8s.io/v1 Event.
-type auditEvent struct {
-	Stage            string   `json:"stage"`
-	Verb             string   `json:"verb"`
-	User             userInfo `json:"user"`
-	ImpersonatedUser *userInfo
-	ObjectRef        *struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-}
-
-type userInfo struct {
-	Username string `json:"username"`
-}
-
-// actor is who the API server says made the request: the impersonated
-// user when there was one.
-func (e auditEvent) actor() string {
-	if e.ImpersonatedUser != nil {
-		return e.ImpersonatedUser.Username
-	}
-	return e.User.Username
-}
-
 // audited waits until the audit log holds a completed request of verb on
 // ShellJob name by who, admitted (a 2xx code) or not.
 func audited(t *testing.T, verb, name, who string, admitted bool) {
 	t.Helper()
 	poll(t, JobTimeout, fmt.Sprintf("the audit log's %s of %s by %s", verb, name, who), func() (bool, string) {
-		out, err := exec.Command("docker", "exec", controlPlane, "cat", auditLog).Output()
+		out, err := dockerExec(controlPlaneNode, "cat", auditLog)
 		if err != nil {
-			return false, fmt.Sprintf("read %s on %s: %v", auditLog, controlPlane, err)
+			return false, fmt.Sprintf("read %s on %s: %v", auditLog, controlPlaneNode, err)
 		}
 		var seen []string
-		sc := bufio.NewScanner(bytes.NewReader(out))
+		sc := bufio.NewScanner(strings.NewReader(out))
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
 			var e auditEvent
-			if json.Unmarshal(sc.Bytes(), &e) != nil || e.ObjectRef == nil || e.ObjectRef.Resource != "shelljobs" ||
-				e.ObjectRef.Name != name || e.Stage != "ResponseComplete" || e.ResponseStatus == nil {
+			if json.Unmarshal(sc.Bytes(), &e) != nil || e.ObjectRef == nil || e.ObjectRef.APIGroup != shellv1alpha1.GroupVersion.Group ||
+				e.ObjectRef.Resource != "shelljobs" || e.ObjectRef.Subresource != "" || e.ObjectRef.Name != name || e.Stage != "ResponseComplete" || e.ResponseStatus == nil {
 				continue
 			}
 			ok := e.ResponseStatus.Code/100 == 2
-			if e.Verb == verb && e.actor() == who && ok == admitted {
+			if e.Verb == verb && e.reader() == who && ok == admitted {
 				return true, ""
 			}
-			seen = append(seen, fmt.Sprintf("%s by %s (%d)", e.Verb, e.actor(), e.ResponseStatus.Code))
+			seen = append(seen, fmt.Sprintf("%s by %s (%d)", e.Verb, e.reader(), e.ResponseStatus.Code))
 		}
 		return false, fmt.Sprint(seen)
 	})

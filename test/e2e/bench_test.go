@@ -20,13 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/agentclient"
 	joblife "shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 // TestBenchCluster measures the operator on kind, each figure beside plain
@@ -35,10 +35,13 @@ import (
 // only with E2E_BENCH=1.
 //
 //   - start: ShellJob created → first output byte read back through the
-//     agent (Follow), p50 and p95 over E2E_BENCH_JOBS jobs (default 50);
-//     baseline: `kubectl exec POD -- zsh -c 'echo x'` → first byte.
-//   - throughput: `head -c 256M /dev/zero` read back through the agent
-//     while it runs (see throughputJob); baseline: the same command's
+//     stream API (the log subresource, as the bot and kubectl shelljob
+//     read), p50 and p95 over E2E_BENCH_JOBS jobs (default 50); beside it,
+//     the same through the operator's warm channel to the agent, and
+//     through an exec of the agent per follow; baseline: `kubectl exec POD
+//     -- zsh -c 'echo x'` → first byte.
+//   - throughput: `head -c 256M /dev/zero` read back through the stream
+//     API while it runs (see throughputJob); baseline: the same command's
 //     stdout over kubectl exec.
 //   - stop: spec.stop set → the job's end recorded (its group is empty);
 //     baseline: kubectl exec of `pkill -INT sleep` → the kubectl exec that
@@ -55,18 +58,21 @@ func TestBenchCluster(t *testing.T) {
 	pod := workerPods(t, Pool, pool.Status.Revision)[0].Name
 	// warm follows as the bot does, over a channel to each worker it
 	// follows on; agent follows with an exec each, as kubectl shelljob.
-	warm, agent := newAgent(t, true), newAgent(t, false)
+	warm, agent, stream := newAgent(t, true), newAgent(t, false), newStream(t)
 
-	var start, startCold startSteps
+	var start, startWarm, startCold startSteps
 	var startBase, roundTrip []time.Duration
 	for i := range jobs {
-		start.add(jobToFirstByte(t, warm, fmt.Sprintf("start%02d", i)))
-		startCold.add(jobToFirstByte(t, agent, fmt.Sprintf("cold%02d", i)))
+		start.add(jobToFirstByte(t, streamFollower(stream), fmt.Sprintf("start%02d", i)))
+		startWarm.add(jobToFirstByte(t, agentFollower(warm), fmt.Sprintf("warm%02d", i)))
+		startCold.add(jobToFirstByte(t, agentFollower(agent), fmt.Sprintf("cold%02d", i)))
 		startBase = append(startBase, execToFirstByte(t, pod, "zsh", "-c", "echo x"))
 		roundTrip = append(roundTrip, execRoundTrip(t, agent, pod))
 	}
 	report("start_p50", pct(start.firstByte, 50), "ms")
 	report("start_p95", pct(start.firstByte, 95), "ms")
+	report("start_warm_p50", pct(startWarm.firstByte, 50), "ms")
+	report("start_warm_p95", pct(startWarm.firstByte, 95), "ms")
 	report("start_cold_p50", pct(startCold.firstByte, 50), "ms")
 	report("start_cold_p95", pct(startCold.firstByte, 95), "ms")
 	report("start_base_p50", pct(startBase, 50), "ms")
@@ -77,7 +83,7 @@ func TestBenchCluster(t *testing.T) {
 	report("exec_roundtrip_p50", pct(roundTrip, 50), "ms")
 
 	const size = 256 << 20
-	throughputJob(t, agent, size)
+	throughputJob(t, stream, size)
 	report("throughput_base", throughputExec(t, pod, size), "MiB/s")
 
 	var stop stopSteps
@@ -108,13 +114,7 @@ func pct(ds []time.Duration, p int) float64 {
 // channel to each worker it follows on (agentclient.Options.ShareFollows).
 func newAgent(t *testing.T, share bool) *agentclient.Client {
 	t.Helper()
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: os.Getenv("E2E_CONTEXT")}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agentclient.New(cfg, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: share})
+	a, err := agentclient.New(restConfig, agentclient.Options{Container: agentapi.WorkerContainer, ShareFollows: share})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +175,45 @@ func (s *startSteps) add(step startStep) {
 
 type startStep struct{ created, placed, running, firstByte time.Duration }
 
+// A follower follows a job's output from its start, with AwaitStart. It
+// is opened on the state of the job the create returned (atCreate), or the
+// first the watch shows with its worker.
+type follower struct {
+	atCreate bool
+	follow   func(ctx context.Context, j *shellv1alpha1.ShellJob, w io.Writer) error
+}
+
+// streamFollower reads through the stream API, right after the create, as
+// the bot and kubectl shelljob do.
+func streamFollower(s *streamclient.Client) follower {
+	return follower{atCreate: true, follow: func(ctx context.Context, j *shellv1alpha1.ShellJob, w io.Writer) error {
+		_, err := s.Follow(ctx, j.Name, agentapi.AwaitStart, w)
+		return err
+	}}
+}
+
+// agentFollower reads from the job's agent, once the job has its worker.
+func agentFollower(agent *agentclient.Client) follower {
+	return follower{follow: func(ctx context.Context, j *shellv1alpha1.ShellJob, w io.Writer) error {
+		pod := types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}
+		_, err := agent.Follow(ctx, pod, string(j.UID), agentapi.AwaitStart, w)
+		return err
+	}}
+}
+
+// newStream is a stream API client of the suite's cluster and namespace.
+func newStream(t *testing.T) *streamclient.Client {
+	t.Helper()
+	s, err := streamclient.New(restConfig, streamclient.Options{Namespace: Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // jobToFirstByte times a job from its create call to the first byte its
-// follower reads. The follower opens as soon as the watch shows the job's
-// worker, with AwaitStart, as the CLI and the bot do.
-func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) startStep {
+// follower reads.
+func jobToFirstByte(t *testing.T, f follower, name string) startStep {
 	t.Helper()
 	var step startStep
 	t0 := time.Now()
@@ -188,14 +223,18 @@ func jobToFirstByte(t *testing.T, agent *agentclient.Client, name string) startS
 	followed := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), JobTimeout)
 	defer cancel()
+	open := func(j *shellv1alpha1.ShellJob) {
+		go func() { followed <- f.follow(ctx, j, &w) }()
+	}
+	if f.atCreate {
+		open(j)
+	}
 	watchJob(t, j, func(got *shellv1alpha1.ShellJob) bool {
 		if got.Status.Pod != "" && step.placed == 0 {
 			step.placed = time.Since(t0)
-			pod := types.NamespacedName{Namespace: WorkerNamespace, Name: got.Status.Pod}
-			go func() {
-				_, err := agent.Follow(ctx, pod, string(got.UID), agentapi.AwaitStart, &w)
-				followed <- err
-			}()
+			if !f.atCreate {
+				open(got)
+			}
 		}
 		if got.Status.Ran && step.running == 0 {
 			step.running = time.Since(t0)
@@ -256,14 +295,14 @@ func execToFirstByte(t *testing.T, pod string, command ...string) time.Duration 
 // of the bytes it missed, so it reports two figures: the rate at which
 // the output went through (the offset reached over the time), and the
 // rate of the bytes the reader got.
-func throughputJob(t *testing.T, agent *agentclient.Client, size int64) {
+func throughputJob(t *testing.T, stream *streamclient.Client, size int64) {
 	t.Helper()
 	j := Create(t, Job(t, "throughput", fmt.Sprintf("head -c %d /dev/zero", size)))[0]
 	j = waitStarted(t, j)
 	var w firstByte
 	ctx, cancel := context.WithTimeout(context.Background(), 5*JobTimeout)
 	defer cancel()
-	reached, err := agent.Follow(ctx, types.NamespacedName{Namespace: WorkerNamespace, Name: j.Status.Pod}, string(j.UID), 0, &w)
+	reached, err := stream.Follow(ctx, j.Name, 0, &w)
 	took := time.Since(w.first).Seconds()
 	if err != nil {
 		t.Fatalf("follow: %v", err)

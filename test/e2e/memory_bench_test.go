@@ -297,18 +297,20 @@ func createJobs(t *testing.T, n int, job func(i int) *utiltesting.ShellJobWrappe
 }
 
 // deleteJobs deletes every job of the test, in one call, and waits until
-// they are gone.
+// they are gone. The call is repeated while jobs are left: the API server
+// cuts a deletecollection of thousands of objects at its request timeout,
+// with part of them deleted.
 func deleteJobs(t *testing.T) {
 	t.Helper()
 	label := testLabel(t)
-	err := c.DeleteAllOf(context.Background(), &shellv1alpha1.ShellJob{}, client.InNamespace(Namespace),
-		client.MatchingLabels{labelTest: label})
-	if err != nil {
-		t.Fatalf("delete the jobs of %s: %v", t.Name(), err)
-	}
-	poll(t, 5*time.Minute, "the jobs of "+t.Name()+" gone", func() (bool, string) {
+	var err error
+	poll(t, 10*time.Minute, "the jobs of "+t.Name()+" gone", func() (bool, string) {
 		n := jobsIn(t, label)
-		return n == 0, fmt.Sprintf("%d left", n)
+		if n > 0 {
+			err = c.DeleteAllOf(context.Background(), &shellv1alpha1.ShellJob{}, client.InNamespace(Namespace),
+				client.MatchingLabels{labelTest: label})
+		}
+		return n == 0, fmt.Sprintf("%d left (the last delete: %v)", n, err)
 	})
 }
 

@@ -5,14 +5,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,92 +24,210 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// logPath is the path of a job's log in the stream API.
-func logPath(j *shellv1alpha1.ShellJob) string {
-	return fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s/%s", streamv1alpha1.GroupVersion, j.Namespace, streamv1alpha1.Resource, j.Name, streamv1alpha1.SubresourceLog)
+// logPath is the path of a job's log in the stream API, through
+// resource: streamv1alpha1.Resource (any job) or OwnResource (one's own).
+func logPath(j *shellv1alpha1.ShellJob, resource string) string {
+	return fmt.Sprintf("/apis/%s/namespaces/%s/%s/%s/%s", streamv1alpha1.GroupVersion, j.Namespace, resource, j.Name, streamv1alpha1.SubresourceLog)
 }
 
-// grantUsers gives users a Role of rules in Namespace until the end of
-// the test.
-func grantUsers(t *testing.T, users []string, rules ...rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	name := "e2e-" + testLabel(t)
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace}, Rules: rules}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-	}
-	for _, u := range users {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u})
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
-	}
+// controlPlaneNode is the kind control plane's container, whose API
+// server writes its audit log at auditLog (hack/lib.sh's AUDIT_LOG).
+const (
+	controlPlaneNode = "shelljob-control-plane"
+	auditLog         = "/var/log/kubernetes/audit/audit.log"
+)
+
+// auditEvent is what the tests read of an audit event.
+type auditEvent struct {
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
+	Verb    string `json:"verb"`
+	User    struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
+	ObjectRef *struct {
+		APIGroup    string `json:"apiGroup"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
-// as is the suite's client impersonating user, an authenticated user of
-// no other group.
-func as(t *testing.T, user string) client.Client {
+// reader is who an audit event says made the request (a read, a create,
+// a stop): the impersonated user, when there is one.
+func (e auditEvent) reader() string {
+	if e.ImpersonatedUser != nil {
+		return e.ImpersonatedUser.Username
+	}
+	return e.User.Username
+}
+
+// auditedReads are the completed requests for the job's subresource sub
+// through resource in the API server's audit log.
+func auditedReads(t *testing.T, j *shellv1alpha1.ShellJob, resource, sub string) []auditEvent {
 	t.Helper()
-	cfg := rest.CopyConfig(restConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	cl, err := client.New(cfg, client.Options{Scheme: c.Scheme()})
+	out, err := dockerExec(controlPlaneNode, "grep", "-F", `"name":"`+j.Name+`"`, auditLog)
 	if err != nil {
-		t.Fatal(err)
+		return nil
 	}
-	return cl
+	var events []auditEvent
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e auditEvent
+		if json.Unmarshal([]byte(line), &e) != nil || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+			continue
+		}
+		if r := e.ObjectRef; r.APIGroup == streamv1alpha1.GroupName && r.Resource == resource && r.Subresource == sub && r.Namespace == j.Namespace {
+			events = append(events, e)
+		}
+	}
+	return events
 }
 
-// TestStreamAPILog: through the real aggregation layer, a job's owner
-// reads its log with kubectl get --raw, and another user who may create
-// jobs too is refused with Forbidden; so is the owner for a job of
-// someone else's, which an admin reads. (envtest's suite,
-// internal/streamapi, proves the Telegram jobs' rule.)
+// shelljobUsers binds users to the chart's shelljob-user ClusterRole in
+// Namespace, and to nothing else, until the end of the test.
+func shelljobUsers(t *testing.T, users ...string) {
+	t.Helper()
+	name := "e2e-" + testLabel(t)
+	args := []string{"-n", Namespace, "create", "rolebinding", name, "--clusterrole=shelljob-" + Namespace + "-shelljob-user"}
+	for _, u := range users {
+		args = append(args, "--user="+u)
+	}
+	run(t, args...)
+	t.Cleanup(func() { _, _ = kubectlCmd("-n", Namespace, "delete", "rolebinding", name).CombinedOutput() })
+}
+
+// asUser is kubectl's flags that impersonate user, an authenticated user
+// of no other group.
+func asUser(user string) []string {
+	return []string{"--as", user, "--as-group", "system:authenticated"}
+}
+
+// refused runs kubectl ARGS, which must fail with Forbidden, and returns
+// what it said.
+func refused(t *testing.T, what string, args ...string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := kubectlCmd(args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil || !strings.Contains(stderr.String(), "Forbidden") && !strings.Contains(stderr.String(), "forbidden") {
+		t.Errorf("%s: %q, %v, %s; want Forbidden", what, out, err, stderr.String())
+	}
+	return stderr.String()
+}
+
+// TestStreamAPILog: through the real aggregation layer, users bound to
+// the chart's shelljob-user alone run jobs with kubectl shelljob (exec
+// with files out, logs) and read their own jobs' output through
+// myshelljobs; the API server refuses them shelljobs (any job's log),
+// and the stream API another user's job and a Telegram job of an older
+// bot's form with Forbidden, and nothing execs into a worker; an admin
+// reads any job through shelljobs; and the API server's audit log names
+// the reader of each log read.
 func TestStreamAPILog(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	owner, other := "e2e-stream-owner", "e2e-stream-other"
-	grantUsers(t, []string{owner, other}, rbacv1.PolicyRule{
-		APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"}, Verbs: []string{"create", "get", "list", "watch"},
-	})
-	j := Job(t, "stream-log", "echo hello from the stream API").
-		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: owner}).Obj()
-	if err := as(t, owner).Create(context.Background(), j); err != nil {
-		t.Fatalf("create as %s: %v", owner, err)
+	shelljobUsers(t, owner, other)
+
+	// The owner's exec, with a file out, through kubectl shelljob.
+	dir := t.TempDir()
+	r := shelljob(t, "", append(asUser(owner), "exec", "--pool", Pool, "--output-dir", dir, "--",
+		`echo hello from the stream API; echo kept > "$SHELLJOB_OUT/a.txt"`)...)
+	if r.code != 0 || r.out != "hello from the stream API\n" {
+		t.Fatalf("exec as %s: exit %d, %q, %q", owner, r.code, r.out, r.errOut)
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file out of the owner's job: %q, %v", b, err)
+	}
+	var jobs shellv1alpha1.ShellJobList
+	if err := c.List(context.Background(), &jobs, client.InNamespace(Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var j *shellv1alpha1.ShellJob
+	for i := range jobs.Items {
+		if o := jobs.Items[i].Spec.Origin; o.Source == shellv1alpha1.OriginCLI && o.User == owner && strings.Contains(jobs.Items[i].Spec.Command, "hello from the stream API") {
+			j = &jobs.Items[i]
+		}
+	}
+	if j == nil {
+		t.Fatalf("no job of %s's exec", owner)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), j) })
 	j = WaitForJobEnd(t, j, JobTimeout)
 
-	if got := run(t, "get", "--raw", logPath(j), "--as", owner, "--as-group", "system:authenticated"); got != "hello from the stream API\n" {
-		t.Errorf("the owner's log = %q", got)
+	// The owner reads it again: kubectl shelljob logs (refused shelljobs,
+	// it reads myshelljobs), and kubectl get --raw of myshelljobs.
+	if r := shelljob(t, "", append(asUser(owner), "logs", j.Name)...); r.code != 0 || r.out != "hello from the stream API\n" {
+		t.Errorf("logs as the owner: exit %d, %q, %q", r.code, r.out, r.errOut)
 	}
-	var stderr bytes.Buffer
-	cmd := kubectlCmd("get", "--raw", logPath(j), "--as", other, "--as-group", "system:authenticated")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err == nil || !strings.Contains(stderr.String(), "Forbidden") {
-		t.Errorf("another user's read: %q, %v, %s; want Forbidden", out, err, stderr.String())
+	if got := run(t, append([]string{"get", "--raw", logPath(j, streamv1alpha1.OwnResource)}, asUser(owner)...)...); got != "hello from the stream API\n" {
+		t.Errorf("the owner's log through myshelljobs = %q", got)
+	}
+	// shelljobs is any job's: the API server refuses it to the owner.
+	refused(t, "the owner's read through shelljobs", append([]string{"get", "--raw", logPath(j, streamv1alpha1.Resource)}, asUser(owner)...)...)
+
+	// Another user: refused by the stream API, which says whose job it is
+	// not, through kubectl shelljob logs and through kubectl get --raw.
+	if r := shelljob(t, "", append(asUser(other), "logs", j.Name)...); r.code == 0 || !strings.Contains(r.errOut, "Forbidden") && !strings.Contains(r.errOut, "forbidden") ||
+		!strings.Contains(r.errOut, "is not "+other+"'s") || strings.Contains(r.out, "hello") {
+		t.Errorf("logs of the owner's job as another user: exit %d, %q, %q; want Forbidden", r.code, r.out, r.errOut)
+	}
+	refused(t, "another user's read through myshelljobs", append([]string{"get", "--raw", logPath(j, streamv1alpha1.OwnResource)}, asUser(other)...)...)
+
+	// A Telegram job of an older bot's form (its user a Telegram id),
+	// created by the bot's account: nobody's own.
+	asBot := rest.CopyConfig(restConfig)
+	asBot.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + Namespace + ":" + BotDeployment}
+	botClient, err := client.New(asBot, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := Job(t, "stream-chat", "echo from the chat").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "4242", Chat: 4242, Message: 1}).Obj()
+	if err := botClient.Create(context.Background(), chat); err != nil {
+		t.Fatalf("create a Telegram job as the bot: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), chat) })
+	chat = WaitForJobEnd(t, chat, JobTimeout)
+	if r := shelljob(t, "", append(asUser(owner), "logs", chat.Name)...); r.code == 0 || !strings.Contains(r.errOut, "Forbidden") && !strings.Contains(r.errOut, "forbidden") || strings.Contains(r.out, "from the chat") {
+		t.Errorf("logs of a Telegram job as a user: exit %d, %q, %q; want Forbidden", r.code, r.out, r.errOut)
+	}
+	// The suite's user, an admin, reads any job through shelljobs.
+	if got := run(t, "get", "--raw", logPath(chat, streamv1alpha1.Resource)); got != "from the chat\n" {
+		t.Errorf("the admin's read of a Telegram job = %q", got)
 	}
 
-	// A job of the suite's user (an admin, who reads any job).
-	chat := Create(t, Job(t, "stream-chat", "echo from the chat"))[0]
-	chat = WaitForJobEnd(t, chat, JobTimeout)
-	if got := run(t, "get", "--raw", logPath(chat)); got != "from the chat\n" {
-		t.Errorf("the admin's read of a job = %q", got)
-	}
-	stderr.Reset()
-	cmd = kubectlCmd("get", "--raw", logPath(chat), "--as", owner, "--as-group", "system:authenticated")
-	cmd.Stderr = &stderr
-	if out, err := cmd.Output(); err == nil || !strings.Contains(stderr.String(), "Forbidden") {
-		t.Errorf("a user's read of a job not theirs: %q, %v, %s; want Forbidden", out, err, stderr.String())
-	}
+	// No exec into a worker, where the owner's job ran.
+	refused(t, "kubectl exec into a worker as a user", append([]string{"-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer}, append(asUser(owner), "--", "true")...)...)
+
+	// The audit log names the reader of each read, and the refused one.
+	poll(t, JobTimeout, "the audit log's reads of "+j.Name, func() (bool, string) {
+		var ok, refusedOther bool
+		var seen []string
+		for _, e := range auditedReads(t, j, streamv1alpha1.OwnResource, streamv1alpha1.SubresourceLog) {
+			code := 0
+			if e.ResponseStatus != nil {
+				code = e.ResponseStatus.Code
+			}
+			ok = ok || e.reader() == owner && e.Verb == "get" && code == 200
+			refusedOther = refusedOther || e.reader() == other && code == 403
+			seen = append(seen, fmt.Sprintf("%s %s %d", e.reader(), e.Verb, code))
+		}
+		return ok && refusedOther, strings.Join(seen, "; ")
+	})
 }
 
 // TestStreamAPIDiscovery: the group is in discovery, and discovery is
 // whole: kubectl api-resources lists no error (its resources are
-// subresources and their verbless parent, which it does not list).
+// subresources and their verbless parents, which it does not list), and
+// both shelljobs and myshelljobs are there with each subresource.
 func TestStreamAPIDiscovery(t *testing.T) {
 	if versions := run(t, "api-versions"); !strings.Contains(versions, streamv1alpha1.GroupVersion.String()+"\n") {
 		t.Errorf("kubectl api-versions lacks %s:\n%s", streamv1alpha1.GroupVersion, versions)
@@ -120,9 +239,11 @@ func TestStreamAPIDiscovery(t *testing.T) {
 		t.Errorf("kubectl api-resources: %v\n%s", err, stderr.String())
 	}
 	list := run(t, "get", "--raw", "/apis/"+streamv1alpha1.GroupVersion.String())
-	for _, sub := range []string{streamv1alpha1.SubresourceLog, streamv1alpha1.SubresourceFiles, streamv1alpha1.SubresourceAttach} {
-		if !strings.Contains(list, `"shelljobs/`+sub+`"`) {
-			t.Errorf("discovery of %s lacks shelljobs/%s:\n%s", streamv1alpha1.GroupVersion, sub, list)
+	for _, resource := range []string{streamv1alpha1.Resource, streamv1alpha1.OwnResource} {
+		for _, sub := range []string{streamv1alpha1.SubresourceLog, streamv1alpha1.SubresourceFiles, streamv1alpha1.SubresourceAttach} {
+			if !strings.Contains(list, `"`+resource+`/`+sub+`"`) {
+				t.Errorf("discovery of %s lacks %s/%s:\n%s", streamv1alpha1.GroupVersion, resource, sub, list)
+			}
 		}
 	}
 }

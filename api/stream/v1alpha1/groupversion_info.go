@@ -52,7 +52,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &ShellJobLogOptions{}, &ShellJobAttachOptions{})
+	scheme.AddKnownTypes(GroupVersion, &ShellJobLogOptions{}, &ShellJobFilesOptions{}, &ShellJobAttachOptions{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }
@@ -64,6 +64,11 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 func addQueryConversions(scheme *runtime.Scheme) error {
 	if err := scheme.AddConversionFunc((*url.Values)(nil), (*ShellJobLogOptions)(nil), func(a, b any, s conversion.Scope) error {
 		return convertQueryToLogOptions(a.(*url.Values), b.(*ShellJobLogOptions), s)
+	}); err != nil {
+		return err
+	}
+	if err := scheme.AddConversionFunc((*url.Values)(nil), (*ShellJobFilesOptions)(nil), func(a, b any, s conversion.Scope) error {
+		return convertQueryToFilesOptions(a.(*url.Values), b.(*ShellJobFilesOptions), s)
 	}); err != nil {
 		return err
 	}
@@ -83,6 +88,13 @@ func convertQueryToLogOptions(in *url.Values, out *ShellJobLogOptions, s convers
 	}
 	if v, ok := (*in)["text"]; ok && len(v) > 0 {
 		out.Text = TextMode(v[0])
+	}
+	return nil
+}
+
+func convertQueryToFilesOptions(in *url.Values, out *ShellJobFilesOptions, s conversion.Scope) error {
+	if v, ok := (*in)["offset"]; ok {
+		return runtime.Convert_Slice_string_To_int64(&v, &out.Offset, s)
 	}
 	return nil
 }

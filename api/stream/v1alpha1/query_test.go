@@ -70,4 +70,15 @@ func TestQuery(t *testing.T) {
 	if want := (streamv1alpha1.ShellJobAttachOptions{Stdin: true, TTY: true}); attach != want {
 		t.Errorf("attach options = %+v, want %+v", attach, want)
 	}
+	var files streamv1alpha1.ShellJobFilesOptions
+	if err := codec.DecodeParameters(url.Values{"offset": {"1048576"}}, streamv1alpha1.GroupVersion, &files); err != nil || files.Offset != 1<<20 {
+		t.Errorf("files options = %+v, %v; want offset 1048576", files, err)
+	}
+	if err := codec.DecodeParameters(url.Values{"offset": {"half"}}, streamv1alpha1.GroupVersion, &files); err == nil {
+		t.Error("a files offset that is no number decoded")
+	}
+	encoded, err := codec.EncodeParameters(&streamv1alpha1.ShellJobFilesOptions{Offset: 42}, streamv1alpha1.GroupVersion)
+	if err != nil || encoded.Get("offset") != "42" {
+		t.Errorf("files options encoded as %q, %v", encoded.Encode(), err)
+	}
 }

@@ -21,17 +21,30 @@ import (
 )
 
 // The subresources of a ShellJob in this group, each under
-// /apis/stream.shelljob.dev/v1alpha1/namespaces/NS/shelljobs/NAME/.
+// /apis/stream.shelljob.dev/v1alpha1/namespaces/NS/shelljobs/NAME/ and
+// .../myshelljobs/NAME/: two resources that address the same ShellJob
+// NAME, and differ in who may use them. The API server authorizes each
+// request by RBAC on its resource before it proxies it here, so a user
+// who may not read every job needs a resource of their own to be let
+// through at all.
 const (
-	// Resource is the ShellJobs' resource, whose subresources these are.
+	// Resource reaches any job of the namespace, as RBAC allows: get on
+	// shelljobs/log reads every job's output, as get on pods/log does.
 	Resource = "shelljobs"
+	// OwnResource reaches the caller's own jobs alone: RBAC lets the
+	// request through, then the server allows it only when the caller
+	// owns the job (its spec.origin.user is theirs) and may still create
+	// ShellJobs in its namespace. Its subresources are Resource's.
+	OwnResource = "myshelljobs"
 	// SubresourceLog is the job's output: GET, with ShellJobLogOptions.
-	// RBAC: get on shelljobs/log.
+	// RBAC: get on shelljobs/log (or myshelljobs/log). Its name, as
+	// attach's, is on the API server's list of long-running
+	// subresources, which it does not cut after its request timeout.
 	SubresourceLog = "log"
 	// SubresourceFiles is the job's $SHELLJOB_OUT as a tar stream: GET
-	// reads it (get on shelljobs/files); PUT or POST puts a tar stream
-	// into a held job that has not started (update or create on
-	// shelljobs/files).
+	// reads it (get on shelljobs/files), with ShellJobFilesOptions; PUT or
+	// POST puts a tar stream into a held job that has not started (update
+	// or create on shelljobs/files).
 	SubresourceFiles = "files"
 	// SubresourceAttach is a terminal on a console job: GET (WebSocket) or
 	// POST (SPDY), upgraded as pods/attach is, with
@@ -98,6 +111,23 @@ type ShellJobLogOptions struct {
 	// its start.
 	// +optional
 	Text TextMode `json:"text,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ShellJobFilesOptions are the query parameters of a GET of a ShellJob's
+// files.
+type ShellJobFilesOptions struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Offset is the byte of the files' tar stream to start from. The tar
+	// stream of a job that has ended is the same at every read (the same
+	// entries, in the same order, with the same headers), so that a reader
+	// whose stream was cut (the API server ends a files request after its
+	// request timeout) resumes from the offset it reached. Past 0, only
+	// for a job that has ended. Defaults to 0.
+	// +optional
+	Offset int64 `json:"offset,omitempty"`
 }
 
 // +kubebuilder:object:root=true

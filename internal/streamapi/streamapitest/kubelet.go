@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"shelljob.dev/shelljob/agent/agenttest"
+	"shelljob.dev/shelljob/agent/pty"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/testenv"
@@ -35,14 +38,15 @@ var execProtocols = []string{
 	remotecommand.StreamProtocolV2Name, remotecommand.StreamProtocolV1Name,
 }
 
-// Exec is one exec the Kubelet served.
+// Exec is one exec the Kubelet served, once its command ended.
 type Exec struct {
 	Pod       types.NamespacedName
 	Container string
 	Command   []string
 	TTY       bool
-	// ExitCode is what the command exited with, and Stderr what it wrote
-	// there.
+	// ExitCode is what the command exited with, as a shell reports it
+	// (128+N after signal N), and Stderr what it wrote there (nothing of
+	// a TTY exec's, whose stderr is its terminal).
 	ExitCode int
 	Stderr   string
 }
@@ -51,7 +55,11 @@ type Exec struct {
 // server's pods/exec: the worker pods bound to it (Bind) are exec'd
 // through the real API server, which reaches it over HTTPS as it would a
 // kubelet, and it runs the agent's subcommand as the test binary against
-// the pod's daemon. It has no terminal to give: a TTY exec is refused.
+// the pod's daemon. A TTY exec runs on a terminal of its own, which it
+// keeps, with its input, for as long as its command runs, as containerd
+// does: when the exec's stream goes, its command is told nothing, and
+// what it writes is read no more. What still runs at the end of the test
+// is killed.
 type Kubelet struct {
 	t       testing.TB
 	env     *testenv.Env
@@ -59,14 +67,15 @@ type Kubelet struct {
 	// Node is the Node's name.
 	Node string
 
-	mu    sync.Mutex
-	execs []Exec
+	mu      sync.Mutex
+	execs   []Exec
+	running map[*exec.Cmd]bool
 }
 
 // StartKubelet runs a Kubelet and its Node until the end of the test.
 func StartKubelet(t testing.TB, env *testenv.Env, c *clustertest.Cluster) *Kubelet {
 	t.Helper()
-	k := &Kubelet{t: t, env: env, cluster: c, Node: "kubelet-" + c.Namespace}
+	k := &Kubelet{t: t, env: env, cluster: c, Node: "kubelet-" + c.Namespace, running: map[*exec.Cmd]bool{}}
 	crt, key, err := cert.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +93,7 @@ func StartKubelet(t testing.TB, env *testenv.Env, c *clustertest.Cluster) *Kubel
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(k.killAll)
 
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: k.Node}}
@@ -99,10 +109,17 @@ func StartKubelet(t testing.TB, env *testenv.Env, c *clustertest.Cluster) *Kubel
 	return k
 }
 
-// Bind binds the worker pod to the Kubelet's Node.
+// Bind binds the worker pod to the Kubelet's Node, unless it is bound
+// there already.
 func (k *Kubelet) Bind(pod types.NamespacedName) {
 	k.t.Helper()
-	obj := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	obj := &corev1.Pod{}
+	if err := k.env.Client.Get(context.Background(), pod, obj); err != nil {
+		k.t.Fatalf("get %s: %v", pod, err)
+	}
+	if obj.Spec.NodeName == k.Node {
+		return
+	}
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
 		Target: corev1.ObjectReference{Kind: "Node", Name: k.Node}}
 	if err := k.env.Client.SubResource("binding").Create(context.Background(), obj, binding); err != nil {
@@ -135,34 +152,115 @@ type executor struct {
 }
 
 func (e executor) ExecInContainer(ctx context.Context, _, _, container string, cmd []string, in io.Reader, out, errOut io.WriteCloser,
-	tty bool, _ <-chan remotecommand.TerminalSize, _ time.Duration) error {
+	tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	x := Exec{Pod: e.pod, Container: container, Command: cmd, TTY: tty}
 	defer func() {
 		e.k.mu.Lock()
 		e.k.execs = append(e.k.execs, x)
 		e.k.mu.Unlock()
 	}()
-	if tty {
-		return errors.New("the stand-in kubelet has no terminal")
-	}
 	if len(cmd) == 0 || cmd[0] != agentapi.AgentPath {
 		return fmt.Errorf("the stand-in kubelet runs the agent alone, not %q", cmd)
 	}
 	c := agenttest.Command(cmd[1:]...)
 	c.Env = append(c.Env, agentapi.SpoolDirEnv+"="+filepath.Dir(e.k.cluster.Agents.Socket(e.pod)))
 	var stderr strings.Builder
-	c.Stdin, c.Stdout = in, out
-	if errOut != nil {
-		c.Stderr = io.MultiWriter(errOut, &stderr)
+	var err error
+	if tty {
+		err = e.k.runOnTerminal(c, in, out, resize)
 	} else {
-		c.Stderr = &stderr
+		c.Stdin, c.Stdout = in, out
+		if errOut != nil {
+			c.Stderr = io.MultiWriter(errOut, &stderr)
+		} else {
+			c.Stderr = &stderr
+		}
+		err = e.k.run(c, c.Start)
 	}
-	err := c.Run()
 	x.Stderr = stderr.String()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		x.ExitCode = exit.ExitCode()
-		return utilexec.CodeExitError{Err: err, Code: exit.ExitCode()}
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			x.ExitCode = 128 + int(ws.Signal())
+		}
+		return utilexec.CodeExitError{Err: err, Code: x.ExitCode}
 	}
 	return err
+}
+
+// runOnTerminal runs c on a terminal of its own, as containerd runs a TTY
+// exec: the terminal's output goes to out while out takes it, in goes to
+// the terminal, and each size from resize sizes it. Neither the end of in
+// nor a failed write to out closes anything.
+func (k *Kubelet) runOnTerminal(c *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecommand.TerminalSize) error {
+	var master *os.File
+	outputDone, exited := make(chan struct{}), make(chan struct{})
+	defer close(exited)
+	err := k.run(c, func() error {
+		m, err := agenttest.StartOnTerminal(c, 0, 0)
+		if err != nil {
+			return err
+		}
+		master = m
+		go func() {
+			defer close(outputDone)
+			_, _ = io.Copy(out, master)
+		}()
+		if in != nil {
+			go func() { _, _ = io.Copy(master, in) }()
+		}
+		go func() {
+			for {
+				select {
+				case size, ok := <-resize:
+					if !ok {
+						return
+					}
+					_ = pty.SetSize(master, size.Height, size.Width)
+				case <-exited:
+					return
+				}
+			}
+		}()
+		return nil
+	})
+	if master != nil {
+		// The output ends once the command's end closed the terminal, or
+		// ended before, when out took it no more.
+		<-outputDone
+		master.Close()
+	}
+	return err
+}
+
+// run starts c with start and waits for it, unless the test has ended;
+// the end of the test kills it.
+func (k *Kubelet) run(c *exec.Cmd, start func() error) error {
+	k.mu.Lock()
+	err := errors.New("the test has ended")
+	if k.running != nil {
+		if err = start(); err == nil {
+			k.running[c] = true
+		}
+	}
+	k.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	err = c.Wait()
+	k.mu.Lock()
+	delete(k.running, c)
+	k.mu.Unlock()
+	return err
+}
+
+// killAll kills the commands that still run, and lets no more start.
+func (k *Kubelet) killAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for c := range k.running {
+		_ = c.Process.Kill()
+	}
+	k.running = nil
 }
