@@ -7,10 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -108,145 +104,6 @@ func TestCLIExec(t *testing.T) {
 	}
 	if r := shelljob(t, strings.Repeat("#", 64<<10+1), "exec", "--pool", Pool); r.code != 1 || !strings.Contains(r.errOut, "over 64 KiB") {
 		t.Errorf("too long: exit %d, %q", r.code, r.errOut)
-	}
-}
-
-// TestCLIExecFollowsTheLastWorker: a command prefers the worker of the
-// last one, where it opens its follow before the create, and one whose
-// remembered worker is gone still gets all its output.
-func TestCLIExecFollowsTheLastWorker(t *testing.T) {
-	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	cache := t.TempDir()
-	run := func(word string) *shellv1alpha1.ShellJob {
-		t.Helper()
-		r := shelljob(t, "", "--cache-dir", cache, "exec", "--pool", Pool, "--", "echo "+word)
-		if r.code != 0 || r.out != word+"\n" {
-			t.Fatalf("echo %s: exit %d, %q, %q", word, r.code, r.out, r.errOut)
-		}
-		var list shellv1alpha1.ShellJobList
-		if err := c.List(t.Context(), &list, client.InNamespace(Namespace)); err != nil {
-			t.Fatal(err)
-		}
-		for i := range list.Items {
-			if list.Items[i].Spec.Command == "echo "+word {
-				return &list.Items[i]
-			}
-		}
-		t.Fatalf("no job of echo %s", word)
-		return nil
-	}
-	word := func(n int) string { return fmt.Sprintf("last-worker-%d-%d", time.Now().UnixNano(), n) }
-
-	first := run(word(1))
-	second := run(word(2))
-	if got := second.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != first.Status.Pod || second.Status.Pod != first.Status.Pod {
-		t.Errorf("the second job preferred %q and ran on %s, want both %s", got, second.Status.Pod, first.Status.Pod)
-	}
-
-	// A remembered worker that is gone: the follow opened there fails, and
-	// the job's own worker gives the output.
-	var remembered []string
-	_ = filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.Contains(path, "shelljob") {
-			remembered = append(remembered, path)
-		}
-		return nil
-	})
-	if len(remembered) != 1 {
-		t.Fatalf("remembered workers: %q, want one file", remembered)
-	}
-	if err := os.WriteFile(remembered[0], []byte(WorkerNamespace+"/gone-0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	third := run(word(3))
-	if got := third.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != "gone-0" {
-		t.Errorf("the third job preferred %q, want gone-0", got)
-	}
-	if b, err := os.ReadFile(remembered[0]); err != nil || string(b) != WorkerNamespace+"/"+third.Status.Pod+"\n" {
-		t.Errorf("remembered %q (%v) after a job on %s", b, err, third.Status.Pod)
-	}
-}
-
-func TestCLIExecIdleTimeout(t *testing.T) {
-	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	r := shelljob(t, "", "exec", "--pool", Pool, "--timeout", "3s", "--", "echo start; sleep 60")
-	if r.code != 124 || r.out != "start\n" || !strings.Contains(r.errOut, "no output for 3s") {
-		t.Errorf("exit %d, %q, %q", r.code, r.out, r.errOut)
-	}
-}
-
-// startExec starts `exec` in the background and waits until the job's
-// output began, so that it runs.
-func startExec(t *testing.T, command string) (*exec.Cmd, *utiltesting.SyncBuffer, *utiltesting.SyncBuffer) {
-	t.Helper()
-	cmd := shelljobCmd(t, "exec", "--pool", Pool, "--timeout", "0", "--", command)
-	out, errOut := &utiltesting.SyncBuffer{}, &utiltesting.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	poll(t, JobTimeout, "the job's first output", func() (bool, string) {
-		return strings.Contains(out.String(), "ready"), errOut.String()
-	})
-	return cmd, out, errOut
-}
-
-func TestCLIExecCtrlC(t *testing.T) {
-	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	t.Run("stop", func(t *testing.T) {
-		cmd, _, errOut := startExec(t, "echo ready; sleep 100")
-		_ = cmd.Process.Signal(os.Interrupt)
-		err := cmd.Wait()
-		exit, _ := err.(*exec.ExitError)
-		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Stopping #") ||
-			!strings.Contains(errOut.String(), "SIGINT sent") {
-			t.Errorf("%v; stderr %q", err, errOut.String())
-		}
-	})
-	t.Run("detach", func(t *testing.T) {
-		cmd, _, errOut := startExec(t, "trap '' INT TERM; echo ready; sleep 100")
-		_ = cmd.Process.Signal(os.Interrupt)
-		poll(t, JobTimeout, "the SIGINT step", func() (bool, string) {
-			return strings.Contains(errOut.String(), "SIGINT sent"), errOut.String()
-		})
-		_ = cmd.Process.Signal(os.Interrupt)
-		err := cmd.Wait()
-		exit, _ := err.(*exec.ExitError)
-		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Detached from #") ||
-			!strings.Contains(errOut.String(), "kubectl shelljob logs -f cli-") {
-			t.Errorf("%v; stderr %q", err, errOut.String())
-		}
-		// The job goes on to its SIGKILL without the CLI.
-		m := jobRef.FindStringSubmatch(errOut.String())
-		poll(t, JobTimeout, "the detached job's end", func() (bool, string) {
-			r := shelljob(t, "", "ls", "--all")
-			for _, line := range strings.Split(r.out, "\n") {
-				if f := strings.Fields(line); len(f) > 3 && f[0] == m[1] {
-					return f[3] == string(shellv1alpha1.PhaseStopped), line
-				}
-			}
-			return false, r.out
-		})
-	})
-}
-
-func TestCLIExecFiles(t *testing.T) {
-	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	dir := t.TempDir()
-	// A 1×1 PNG: on a pipe it is saved, never drawn.
-	png := `printf '\x89PNG\r\n\x1a\n' > "$SHELLJOB_OUT/dot.png"; echo data > "$SHELLJOB_OUT/a.txt"; echo done`
-	r := shelljob(t, "", "exec", "--pool", Pool, "--output-dir", dir, "--", png)
-	if r.code != 0 || r.out != "done\n" || strings.Contains(r.out, "\x1b") {
-		t.Fatalf("exit %d, %q, %q", r.code, r.out, r.errOut)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "data\n" {
-		t.Errorf("a.txt: %q, %v", b, err)
-	}
-	for _, f := range []string{"a.txt", "dot.png"} {
-		if !strings.Contains(r.errOut, filepath.Join(dir, f)) {
-			t.Errorf("%s not named: %q", f, r.errOut)
-		}
 	}
 }
 
@@ -371,33 +228,15 @@ func TestCLIConsoleCutHangsUp(t *testing.T) {
 	}
 }
 
-// consoleUser is a user of the suite's namespace who may run, read and
-// stop ShellJobs and attach to their consoles through the aggregated API,
-// and nothing else: no pods/exec on the workers. It goes at the end of
-// the test, with its jobs.
+// consoleUser is a user of the suite's namespace bound to the chart's
+// shelljob-user alone: it may run, read and stop its own ShellJobs and
+// attach to their consoles through the aggregated API, and nothing else:
+// no pods/exec on the workers. Its jobs go at the end of the test.
 func consoleUser(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	user := fmt.Sprintf("e2e-console-%d", time.Now().UnixNano())
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"},
-				Verbs: []string{"create", "get", "list", "watch", "patch"}},
-			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shellpools"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"stream.shelljob.dev"}, Resources: []string{"shelljobs/attach"}, Verbs: []string{"create", "get"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shelljobUsers(t, user)
 	t.Cleanup(func() {
 		var list shellv1alpha1.ShellJobList
 		if err := c.List(ctx, &list, client.InNamespace(Namespace)); err == nil {
@@ -407,8 +246,6 @@ func consoleUser(t *testing.T) string {
 				}
 			}
 		}
-		_ = c.Delete(ctx, binding)
-		_ = c.Delete(ctx, role)
 	})
 	for _, ns := range []string{Namespace, WorkerNamespace} {
 		out, _ := kubectlCmd("auth", "can-i", "create", "pods", "--subresource=exec", "-n", ns, "--as", user).Output()
