@@ -159,7 +159,7 @@ func TestCLIExecMarksDelivered(t *testing.T) {
 // it sends.
 func TestCLIConsolePiped(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	user := consoleUser(t)
+	user := shelljobUser(t)
 	r := shelljob(t, "echo HELLO\nid -u\n", "--as", user, "console", "--pool", Pool)
 	// The terminal echoes the input too: HELLO alone on a line is the
 	// command's output, and so is the user id.
@@ -187,7 +187,7 @@ func TestCLIConsolePiped(t *testing.T) {
 // of the hangup, and its worker is free again.
 func TestCLIConsoleCutHangsUp(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	user := consoleUser(t)
+	user := shelljobUser(t)
 	cmd := shelljobCmd(t, "--as", user, "console", "--pool", Pool)
 	in, err := cmd.StdinPipe() // held open: the console sends no exit
 	if err != nil {
@@ -228,11 +228,11 @@ func TestCLIConsoleCutHangsUp(t *testing.T) {
 	}
 }
 
-// consoleUser is a user of the suite's namespace bound to the chart's
+// shelljobUser is a user of the suite's namespace bound to the chart's
 // shelljob-user alone: it may run, read and stop its own ShellJobs and
 // attach to their consoles through the aggregated API, and nothing else:
 // no pods/exec on the workers. Its jobs go at the end of the test.
-func consoleUser(t *testing.T) string {
+func shelljobUser(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	user := fmt.Sprintf("e2e-console-%d", time.Now().UnixNano())
@@ -256,12 +256,15 @@ func consoleUser(t *testing.T) string {
 	return user
 }
 
+// TestCLIReplState: a repl's shell keeps its state from one command to the
+// next, for a user bound to the chart's shelljob-user alone.
 func TestCLIReplState(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	if r := shelljob(t, "cd /tmp\nexport E2E_REPL=kept\n", "repl", "--pool", Pool); r.code != 0 {
+	user := shelljobUser(t)
+	if r := shelljob(t, "cd /tmp\nexport E2E_REPL=kept\n", "--as", user, "repl", "--pool", Pool); r.code != 0 {
 		t.Fatalf("first: exit %d, %q", r.code, r.errOut)
 	}
-	if r := shelljob(t, "pwd; echo $E2E_REPL\n", "repl", "--pool", Pool); r.code != 0 || r.out != "/tmp\nkept\n" {
+	if r := shelljob(t, "pwd; echo $E2E_REPL\n", "--as", user, "repl", "--pool", Pool); r.code != 0 || r.out != "/tmp\nkept\n" {
 		t.Errorf("second: exit %d, %q, %q", r.code, r.out, r.errOut)
 	}
 }
@@ -324,7 +327,7 @@ func TestCLIConsoleTmux(t *testing.T) {
 	}
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	session := fmt.Sprintf("shelljob-e2e-%d", os.Getpid())
-	argv := shelljobCmd(t, "--as", consoleUser(t), "console", "--pool", Pool).Args
+	argv := shelljobCmd(t, "--as", shelljobUser(t), "console", "--pool", Pool).Args
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", args...).CombinedOutput()
 		if err != nil {
