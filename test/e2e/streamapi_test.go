@@ -128,9 +128,9 @@ func refused(t *testing.T, what string, args ...string) string {
 // with files out, logs) and read their own jobs' output through
 // myshelljobs; the API server refuses them shelljobs (any job's log),
 // and the stream API another user's job and a Telegram job of an older
-// bot's form with Forbidden, and neither they nor the bot exec into a worker; an admin
-// reads any job through shelljobs; and the API server's audit log names
-// the reader of each log read.
+// bot's form with Forbidden; neither they nor the bot exec into a worker;
+// an admin reads any job through shelljobs; and the API server's audit
+// log names the reader of each log read.
 func TestStreamAPILog(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	owner, other := "e2e-stream-owner", "e2e-stream-other"
