@@ -89,7 +89,6 @@ func shelljob(t *testing.T, stdin string, args ...string) cliResult {
 	return r
 }
 
-var jobRef = regexp.MustCompile(`#(\d+)`)
 
 func TestCLIExec(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
