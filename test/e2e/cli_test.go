@@ -89,7 +89,6 @@ func shelljob(t *testing.T, stdin string, args ...string) cliResult {
 	return r
 }
 
-
 func TestCLIExec(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	if r := shelljob(t, "", "exec", "--pool", Pool, "--", "echo", "hi"); r.code != 0 || r.out != "hi\n" {
