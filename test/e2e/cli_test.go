@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -89,6 +90,8 @@ func shelljob(t *testing.T, stdin string, args ...string) cliResult {
 	return r
 }
 
+var jobRef = regexp.MustCompile(`#(\d+)`)
+
 func TestCLIExec(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	if r := shelljob(t, "", "exec", "--pool", Pool, "--", "echo", "hi"); r.code != 0 || r.out != "hi\n" {
@@ -102,6 +105,89 @@ func TestCLIExec(t *testing.T) {
 	}
 	if r := shelljob(t, strings.Repeat("#", 64<<10+1), "exec", "--pool", Pool); r.code != 1 || !strings.Contains(r.errOut, "over 64 KiB") {
 		t.Errorf("too long: exit %d, %q", r.code, r.errOut)
+	}
+}
+
+func TestCLIExecIdleTimeout(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	r := shelljob(t, "", "exec", "--pool", Pool, "--timeout", "3s", "--", "echo start; sleep 60")
+	if r.code != 124 || r.out != "start\n" || !strings.Contains(r.errOut, "no output for 3s") {
+		t.Errorf("exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+}
+
+// startExec starts `exec` in the background and waits until the job's
+// output began, so that it runs.
+func startExec(t *testing.T, command string) (*exec.Cmd, *utiltesting.SyncBuffer, *utiltesting.SyncBuffer) {
+	t.Helper()
+	cmd := shelljobCmd(t, "exec", "--pool", Pool, "--timeout", "0", "--", command)
+	out, errOut := &utiltesting.SyncBuffer{}, &utiltesting.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	poll(t, JobTimeout, "the job's first output", func() (bool, string) {
+		return strings.Contains(out.String(), "ready"), errOut.String()
+	})
+	return cmd, out, errOut
+}
+
+func TestCLIExecCtrlC(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	t.Run("stop", func(t *testing.T) {
+		cmd, _, errOut := startExec(t, "echo ready; sleep 100")
+		_ = cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		exit, _ := err.(*exec.ExitError)
+		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Stopping #") ||
+			!strings.Contains(errOut.String(), "SIGINT sent") {
+			t.Errorf("%v; stderr %q", err, errOut.String())
+		}
+	})
+	t.Run("detach", func(t *testing.T) {
+		cmd, _, errOut := startExec(t, "trap '' INT TERM; echo ready; sleep 100")
+		_ = cmd.Process.Signal(os.Interrupt)
+		poll(t, JobTimeout, "the SIGINT step", func() (bool, string) {
+			return strings.Contains(errOut.String(), "SIGINT sent"), errOut.String()
+		})
+		_ = cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		exit, _ := err.(*exec.ExitError)
+		if exit == nil || exit.ExitCode() != 130 || !strings.Contains(errOut.String(), "Detached from #") ||
+			!strings.Contains(errOut.String(), "kubectl shelljob logs -f cli-") {
+			t.Errorf("%v; stderr %q", err, errOut.String())
+		}
+		// The job goes on to its SIGKILL without the CLI.
+		m := jobRef.FindStringSubmatch(errOut.String())
+		poll(t, JobTimeout, "the detached job's end", func() (bool, string) {
+			r := shelljob(t, "", "ls", "--all")
+			for _, line := range strings.Split(r.out, "\n") {
+				if f := strings.Fields(line); len(f) > 3 && f[0] == m[1] {
+					return f[3] == string(shellv1alpha1.PhaseStopped), line
+				}
+			}
+			return false, r.out
+		})
+	})
+}
+
+func TestCLIExecFiles(t *testing.T) {
+	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
+	dir := t.TempDir()
+	// A 1×1 PNG: on a pipe it is saved, never drawn.
+	png := `printf '\x89PNG\r\n\x1a\n' > "$SHELLJOB_OUT/dot.png"; echo data > "$SHELLJOB_OUT/a.txt"; echo done`
+	r := shelljob(t, "", "exec", "--pool", Pool, "--output-dir", dir, "--", png)
+	if r.code != 0 || r.out != "done\n" || strings.Contains(r.out, "\x1b") {
+		t.Fatalf("exit %d, %q, %q", r.code, r.out, r.errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "data\n" {
+		t.Errorf("a.txt: %q, %v", b, err)
+	}
+	for _, f := range []string{"a.txt", "dot.png"} {
+		if !strings.Contains(r.errOut, filepath.Join(dir, f)) {
+			t.Errorf("%s not named: %q", f, r.errOut)
+		}
 	}
 }
 
