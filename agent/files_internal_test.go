@@ -107,8 +107,10 @@ func TestWalksOfManyFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			// 50,000 names of 200 bytes with their entries are over 10 MiB;
-			// a batch is about 300 KiB.
-			if grew > 4<<20 {
+			// a batch is about 300 KiB. The sample counts what the other
+			// tests of the package allocate meanwhile (up to 6 MiB seen
+			// under a parallel make unit), so the bound sits between.
+			if grew > 8<<20 {
 				t.Errorf("the live heap grew by %d KiB during the walk", grew>>10)
 			}
 		})

@@ -121,9 +121,11 @@ func fakeCluster(t *testing.T, stream *fakeStream) *Cluster {
 	}
 }
 
-// endJobs ends each job, and touches the ended ones so that a watch that
-// started late still sees them. A console runs until it is stopped, as
-// only its attach would end it.
+// endJobs ends each job, and touches the ended ones and the running
+// consoles so that a watch that started late still sees them: the fake
+// client's watch, unlike the API server's, does not replay what came
+// after the resourceVersion it starts from. A console runs until it is
+// stopped, as only its attach would end it.
 func endJobs(ctx context.Context, c client.Client, stream *fakeStream) {
 	var list shellv1alpha1.ShellJobList
 	if err := c.List(ctx, &list); err != nil {
@@ -134,8 +136,10 @@ func endJobs(ctx context.Context, c client.Client, stream *fakeStream) {
 		if j.Spec.Mode == shellv1alpha1.ModeConsole && !j.Spec.Stop {
 			if j.Status.Pod == "" {
 				j.Status.Ran, j.Status.Pod, j.Status.Phase, j.Status.Number = true, "w-0", shellv1alpha1.PhaseRunning, int64(i+1)
-				_ = c.Status().Update(ctx, j)
+			} else {
+				j.Status.OutputBytes++
 			}
+			_ = c.Status().Update(ctx, j)
 			continue
 		}
 		if !shelljob.IsFinished(j) {

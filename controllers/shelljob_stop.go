@@ -156,7 +156,7 @@ func (r *ShellJobReconciler) sentSignals(job *shellv1alpha1.ShellJob) []sentSign
 		sent = make([]sentSignal, 0, len(f.Signals))
 		for _, s := range f.Signals {
 			at := metav1.NewTime(s.Time)
-			sent = append(sent, sentSignal{step: shellv1alpha1.StopStep{Signal: shellv1alpha1.Signal(s.Signal.Name()), Time: at, GroupEmpty: s.GroupEmpty}, at: s.Time})
+			sent = append(sent, sentSignal{step: shellv1alpha1.StopStep{Signal: shellv1alpha1.Signal(s.Signal.Name()), Time: at}, at: s.Time})
 		}
 	}
 	return sent

@@ -265,9 +265,8 @@ type SignalResponse struct {
 // (Signal), as the exit event tells them: an operator that died between a
 // signal and its record learns from them that its job was stopped.
 type SentSignal struct {
-	Signal     Signal    `json:"signal"`
-	Time       time.Time `json:"time"`
-	GroupEmpty bool      `json:"groupEmpty,omitempty"`
+	Signal Signal    `json:"signal"`
+	Time   time.Time `json:"time"`
 }
 
 // EventType names a job event.

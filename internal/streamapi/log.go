@@ -217,6 +217,11 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 		}
 		replaced := fctx.Err() != nil && ctx.Err() == nil
 		cancel()
+		// What went out is never sent again: a follow tried again, after
+		// a cut or a cancel, goes on from there.
+		progressed := out.offset > moved || reached > offset
+		offset = max(offset, reached, out.offset)
+		out.offset = offset
 		switch {
 		case err == nil && opts.Text != "":
 			return out.endText()
@@ -237,11 +242,9 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 			// A text stream cut half way is read again from its start.
 			return err
 		}
-		if out.offset > moved || reached > offset {
+		if progressed {
 			tries = 0
 		}
-		offset = max(offset, reached, out.offset)
-		out.offset = offset
 		if tries++; tries > followRetryMost {
 			return apierrors.NewServiceUnavailable(fmt.Sprintf("the agent of shelljob %s's worker %s does not answer: %v", key.Name, pod, err))
 		}

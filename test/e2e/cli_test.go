@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -108,62 +105,6 @@ func TestCLIExec(t *testing.T) {
 	}
 	if r := shelljob(t, strings.Repeat("#", 64<<10+1), "exec", "--pool", Pool); r.code != 1 || !strings.Contains(r.errOut, "over 64 KiB") {
 		t.Errorf("too long: exit %d, %q", r.code, r.errOut)
-	}
-}
-
-// TestCLIExecFollowsTheLastWorker: a command prefers the worker of the
-// last one, where it opens its follow before the create, and one whose
-// remembered worker is gone still gets all its output.
-func TestCLIExecFollowsTheLastWorker(t *testing.T) {
-	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	cache := t.TempDir()
-	run := func(word string) *shellv1alpha1.ShellJob {
-		t.Helper()
-		r := shelljob(t, "", "--cache-dir", cache, "exec", "--pool", Pool, "--", "echo "+word)
-		if r.code != 0 || r.out != word+"\n" {
-			t.Fatalf("echo %s: exit %d, %q, %q", word, r.code, r.out, r.errOut)
-		}
-		var list shellv1alpha1.ShellJobList
-		if err := c.List(t.Context(), &list, client.InNamespace(Namespace)); err != nil {
-			t.Fatal(err)
-		}
-		for i := range list.Items {
-			if list.Items[i].Spec.Command == "echo "+word {
-				return &list.Items[i]
-			}
-		}
-		t.Fatalf("no job of echo %s", word)
-		return nil
-	}
-	word := func(n int) string { return fmt.Sprintf("last-worker-%d-%d", time.Now().UnixNano(), n) }
-
-	first := run(word(1))
-	second := run(word(2))
-	if got := second.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != first.Status.Pod || second.Status.Pod != first.Status.Pod {
-		t.Errorf("the second job preferred %q and ran on %s, want both %s", got, second.Status.Pod, first.Status.Pod)
-	}
-
-	// A remembered worker that is gone: the follow opened there fails, and
-	// the job's own worker gives the output.
-	var remembered []string
-	_ = filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.Contains(path, "shelljob") {
-			remembered = append(remembered, path)
-		}
-		return nil
-	})
-	if len(remembered) != 1 {
-		t.Fatalf("remembered workers: %q, want one file", remembered)
-	}
-	if err := os.WriteFile(remembered[0], []byte(WorkerNamespace+"/gone-0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	third := run(word(3))
-	if got := third.Annotations[shellv1alpha1.AnnotationPreferredWorker]; got != "gone-0" {
-		t.Errorf("the third job preferred %q, want gone-0", got)
-	}
-	if b, err := os.ReadFile(remembered[0]); err != nil || string(b) != WorkerNamespace+"/"+third.Status.Pod+"\n" {
-		t.Errorf("remembered %q (%v) after a job on %s", b, err, third.Status.Pod)
 	}
 }
 
@@ -302,7 +243,7 @@ func TestCLIExecMarksDelivered(t *testing.T) {
 // it sends.
 func TestCLIConsolePiped(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	user := consoleUser(t)
+	user := shelljobUser(t)
 	r := shelljob(t, "echo HELLO\nid -u\n", "--as", user, "console", "--pool", Pool)
 	// The terminal echoes the input too: HELLO alone on a line is the
 	// command's output, and so is the user id.
@@ -330,7 +271,7 @@ func TestCLIConsolePiped(t *testing.T) {
 // of the hangup, and its worker is free again.
 func TestCLIConsoleCutHangsUp(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	user := consoleUser(t)
+	user := shelljobUser(t)
 	cmd := shelljobCmd(t, "--as", user, "console", "--pool", Pool)
 	in, err := cmd.StdinPipe() // held open: the console sends no exit
 	if err != nil {
@@ -371,33 +312,15 @@ func TestCLIConsoleCutHangsUp(t *testing.T) {
 	}
 }
 
-// consoleUser is a user of the suite's namespace who may run, read and
-// stop ShellJobs and attach to their consoles through the aggregated API,
-// and nothing else: no pods/exec on the workers. It goes at the end of
-// the test, with its jobs.
-func consoleUser(t *testing.T) string {
+// shelljobUser is a user of the suite's namespace bound to the chart's
+// shelljob-user alone: it may run, read and stop its own ShellJobs and
+// attach to their consoles through the aggregated API, and nothing else:
+// no pods/exec on the workers. Its jobs go at the end of the test.
+func shelljobUser(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	user := fmt.Sprintf("e2e-console-%d", time.Now().UnixNano())
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shelljobs"},
-				Verbs: []string{"create", "get", "list", "watch", "patch"}},
-			{APIGroups: []string{shellv1alpha1.GroupVersion.Group}, Resources: []string{"shellpools"}, Verbs: []string{"get", "list"}},
-			{APIGroups: []string{"stream.shelljob.dev"}, Resources: []string{"shelljobs/attach"}, Verbs: []string{"create", "get"}},
-		},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	for _, obj := range []client.Object{role, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shelljobUsers(t, user)
 	t.Cleanup(func() {
 		var list shellv1alpha1.ShellJobList
 		if err := c.List(ctx, &list, client.InNamespace(Namespace)); err == nil {
@@ -407,8 +330,6 @@ func consoleUser(t *testing.T) string {
 				}
 			}
 		}
-		_ = c.Delete(ctx, binding)
-		_ = c.Delete(ctx, role)
 	})
 	for _, ns := range []string{Namespace, WorkerNamespace} {
 		out, _ := kubectlCmd("auth", "can-i", "create", "pods", "--subresource=exec", "-n", ns, "--as", user).Output()
@@ -419,12 +340,15 @@ func consoleUser(t *testing.T) string {
 	return user
 }
 
+// TestCLIReplState: a repl's shell keeps its state from one command to the
+// next, for a user bound to the chart's shelljob-user alone.
 func TestCLIReplState(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
-	if r := shelljob(t, "cd /tmp\nexport E2E_REPL=kept\n", "repl", "--pool", Pool); r.code != 0 {
+	user := shelljobUser(t)
+	if r := shelljob(t, "cd /tmp\nexport E2E_REPL=kept\n", "--as", user, "repl", "--pool", Pool); r.code != 0 {
 		t.Fatalf("first: exit %d, %q", r.code, r.errOut)
 	}
-	if r := shelljob(t, "pwd; echo $E2E_REPL\n", "repl", "--pool", Pool); r.code != 0 || r.out != "/tmp\nkept\n" {
+	if r := shelljob(t, "pwd; echo $E2E_REPL\n", "--as", user, "repl", "--pool", Pool); r.code != 0 || r.out != "/tmp\nkept\n" {
 		t.Errorf("second: exit %d, %q, %q", r.code, r.out, r.errOut)
 	}
 }
@@ -487,7 +411,7 @@ func TestCLIConsoleTmux(t *testing.T) {
 	}
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	session := fmt.Sprintf("shelljob-e2e-%d", os.Getpid())
-	argv := shelljobCmd(t, "--as", consoleUser(t), "console", "--pool", Pool).Args
+	argv := shelljobCmd(t, "--as", shelljobUser(t), "console", "--pool", Pool).Args
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", args...).CombinedOutput()
 		if err != nil {

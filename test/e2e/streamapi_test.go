@@ -128,9 +128,9 @@ func refused(t *testing.T, what string, args ...string) string {
 // with files out, logs) and read their own jobs' output through
 // myshelljobs; the API server refuses them shelljobs (any job's log),
 // and the stream API another user's job and a Telegram job of an older
-// bot's form with Forbidden, and nothing execs into a worker; an admin
-// reads any job through shelljobs; and the API server's audit log names
-// the reader of each log read.
+// bot's form with Forbidden; neither they nor the bot exec into a worker;
+// an admin reads any job through shelljobs; and the API server's audit
+// log names the reader of each log read.
 func TestStreamAPILog(t *testing.T) {
 	EnsurePool(t, EnsurePoolInput{Name: Pool, Replicas: PoolSize})
 	owner, other := "e2e-stream-owner", "e2e-stream-other"
@@ -206,6 +206,15 @@ func TestStreamAPILog(t *testing.T) {
 
 	// No exec into a worker, where the owner's job ran.
 	refused(t, "kubectl exec into a worker as a user", append([]string{"-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer}, append(asUser(owner), "--", "true")...)...)
+	// Nor as the bot's ServiceAccount, in the workers' namespace or its own:
+	// the bot reads through the stream API alone.
+	bot := []string{"--as", "system:serviceaccount:" + Namespace + ":" + BotDeployment}
+	refused(t, "kubectl exec into a worker as the bot", append([]string{"-n", WorkerNamespace, "exec", j.Status.Pod, "-c", agentapi.WorkerContainer}, append(bot, "--", "true")...)...)
+	for _, ns := range []string{WorkerNamespace, Namespace} {
+		if out, _ := kubectlCmd(append([]string{"auth", "can-i", "create", "pods", "--subresource=exec", "-n", ns}, bot...)...).Output(); strings.TrimSpace(string(out)) != "no" {
+			t.Errorf("the bot may exec into the pods of %s: %q", ns, out)
+		}
+	}
 
 	// The audit log names the reader of each read, and the refused one.
 	poll(t, JobTimeout, "the audit log's reads of "+j.Name, func() (bool, string) {
