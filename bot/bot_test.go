@@ -208,7 +208,7 @@ func (e *env) botCluster() *kube.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kube.Cluster{Client: c, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs, People: kube.NewPeople(cfg, options)}
+	return &kube.Cluster{Client: c, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs, People: kube.NewPeople(cfg, options), Identities: e.identities}
 }
 
 // send sends text as u in chat and returns the message.

@@ -1,9 +1,10 @@
 // Package kube is the bot's cluster on the Kubernetes API: ShellJobs
 // through controller-runtime, their output and files through the stream
-// API (internal/streamclient), under the bot's own RBAC: the bot reaches
-// no worker pod. What the bot does for a chat admin goes through a client
-// that impersonates the admin's identity (People); as itself, the bot only
-// reads, keeps its bookkeeping annotations and stops jobs as it goes
+// API (internal/streamclient): the bot reaches no worker pod. What the bot
+// does for a chat admin goes through a client that impersonates the
+// admin's identity (People): their commands, stops, approvals, and the
+// reads of their jobs' output and files. As itself, the bot only watches
+// the jobs, keeps its bookkeeping annotations and stops jobs as it goes
 // offline.
 package kube
 
@@ -38,8 +39,10 @@ type Cluster struct {
 	Namespace string
 	// People act for the chat admins (As).
 	People *People
-	// Stream reads the jobs' output and moves their files, as the bot
-	// itself: the stream API's client of Namespace.
+	// Identities says who each admin is: a job is read as its sender's.
+	Identities *identity.Mapping
+	// Stream is the bot's own client of the stream API of Namespace, from
+	// which People make each admin's: the bot reads nothing as itself.
 	Stream *streamclient.Client
 	// Cache holds the ShellJobs of Namespace (NewCache), started: Watch and
 	// List read them there, all through one watch.
@@ -242,23 +245,68 @@ func (c *Cluster) Pool(ctx context.Context, name string) (*shellv1alpha1.ShellPo
 
 // Follow implements bot.OutputFollower.
 func (c *Cluster) Follow(ctx context.Context, sj *shellv1alpha1.ShellJob, offset int64, w io.Writer) (int64, error) {
-	reached, err := c.Stream.Follow(ctx, sj.Name, offset, w)
+	r, err := c.reader(sj)
+	if err != nil {
+		return offset, err
+	}
+	reached, err := r.Follow(ctx, sj.Name, offset, w)
 	return reached, lost(err)
 }
 
 // FollowText implements bot.OutputFollower.
 func (c *Cluster) FollowText(ctx context.Context, sj *shellv1alpha1.ShellJob, mode agentapi.TextMode, w io.Writer) error {
-	return lost(c.Stream.FollowText(ctx, sj.Name, mode, w))
+	r, err := c.reader(sj)
+	if err != nil {
+		return err
+	}
+	return lost(r.FollowText(ctx, sj.Name, mode, w))
 }
 
 // PutFiles implements bot.FileMover.
-func (c *Cluster) PutFiles(ctx context.Context, job string, r io.Reader) error {
-	return c.Stream.PutFiles(ctx, job, r)
+func (c *Cluster) PutFiles(ctx context.Context, job string, tar io.Reader) error {
+	r, err := c.readerOf(ctx, job)
+	if err != nil {
+		return err
+	}
+	return r.PutFiles(ctx, job, tar)
 }
 
 // GetFiles implements bot.FileMover.
 func (c *Cluster) GetFiles(ctx context.Context, job string, w io.Writer) error {
-	return lost(c.Stream.GetFiles(ctx, job, w))
+	r, err := c.readerOf(ctx, job)
+	if err != nil {
+		return err
+	}
+	return lost(r.GetFiles(ctx, job, w))
+}
+
+// reader is the stream API acting as the sender of sj, whom the bot
+// created it as (the origin admission policy saw to it), through
+// myshelljobs: the API server's audit log names the person whose job is
+// read, and the bot holds no right to read jobs of its own. An older
+// bot's job, which names no Kubernetes sender, is nobody's to read.
+func (c *Cluster) reader(sj *shellv1alpha1.ShellJob) (*streamclient.Client, error) {
+	o := sj.Spec.Origin
+	if o.Source != shellv1alpha1.OriginTelegram || o.TelegramUser == 0 {
+		return nil, fmt.Errorf("shelljob %s names no Telegram sender to read it as (an older bot's job, or not a chat's)", sj.Name)
+	}
+	return c.People.Stream(c.Identities.Of(o.TelegramUser), c.Stream)
+}
+
+// readerOf is the reader of the job named job, read from the cache, else,
+// for a job the cache has not seen yet (one just created), from the API
+// server.
+func (c *Cluster) readerOf(ctx context.Context, job string) (*streamclient.Client, error) {
+	key := types.NamespacedName{Namespace: c.Namespace, Name: job}
+	var sj shellv1alpha1.ShellJob
+	err := c.Cache.Get(ctx, key, &sj)
+	if apierrors.IsNotFound(err) {
+		err = c.Client.Get(ctx, key, &sj)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get shelljob %s: %w", job, err)
+	}
+	return c.reader(&sj)
 }
 
 // lost marks the error of an output or files that are lost (410 Gone) as

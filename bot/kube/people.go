@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"shelljob.dev/shelljob/internal/identity"
+	"shelljob.dev/shelljob/internal/streamclient"
 )
 
 // People hands out the chat admins' ways to the API server: the bot's own
@@ -34,6 +35,7 @@ type admin struct {
 	id     identity.Identity
 	config *rest.Config
 	client client.Client
+	stream *streamclient.Client // made at its first read (Stream)
 }
 
 // NewPeople returns the People of the bot that reaches the API server
@@ -61,6 +63,24 @@ func (p *People) Client(id identity.Identity) (client.Client, error) {
 		return nil, err
 	}
 	return a.client, nil
+}
+
+// Stream is bot, the bot's own client of the stream API, acting as id
+// through myshelljobs (streamclient.Client.As): the stream API serves them
+// their own jobs alone.
+func (p *People) Stream(id identity.Identity, bot *streamclient.Client) (*streamclient.Client, error) {
+	a, err := p.get(id)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a.stream == nil {
+		if a.stream, err = bot.As(id.Impersonation()); err != nil {
+			return nil, err
+		}
+	}
+	return a.stream, nil
 }
 
 func (p *People) get(id identity.Identity) (*admin, error) {

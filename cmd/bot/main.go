@@ -211,7 +211,7 @@ func run() error {
 		return err
 	}
 	people := kube.NewPeople(apiCfg, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
-	cluster := &kube.Cluster{Client: c, Namespace: *namespace, Stream: stream, Cache: jobs, People: people}
+	cluster := &kube.Cluster{Client: c, Namespace: *namespace, Stream: stream, Cache: jobs, People: people, Identities: identities}
 	opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 	state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
 	if err := state.Load(ctx); err != nil {

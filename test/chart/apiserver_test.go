@@ -108,18 +108,20 @@ func TestOnAPIServer(t *testing.T) {
 		a    access
 		want bool
 	}{
-		// The bot reaches no pod: the stream API reads output and moves
-		// files for it.
+		// The bot reaches no pod, and reads no job's output or files as
+		// itself: it reads them as each job's sender, through the stream
+		// API's myshelljobs (the telegram Role, TestAccess).
 		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "get", resource: "pods", subresource: "exec", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "get", resource: "pods", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "list", resource: "pods", namespace: namespace}, false},
-		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "update", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "update", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "myshelljobs", subresource: "log", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "attach", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: workers}, false},
 		// As itself, the bot creates no job and restarts no pool: it does

@@ -269,10 +269,9 @@ func TestRBAC(t *testing.T) {
 			if bot := byName[vs.workers+"/shelljob-bot"]; bot != nil {
 				t.Errorf("the bot has a Role %s/%s in the workers namespace", bot.Namespace, bot.Name)
 			}
-			// As itself, the bot reads jobs and pools, their output and
-			// files through the stream API, and writes its bookkeeping on
-			// jobs; it creates jobs and restarts pools as the chat admins it
-			// impersonates.
+			// As itself, the bot reads jobs and pools and writes its
+			// bookkeeping on jobs; it creates jobs, reads their output and
+			// files and restarts pools as the chat admins it impersonates.
 			r := byName[namespace+"/shelljob-bot"]
 			switch {
 			case !vs.bot && r != nil:
@@ -280,8 +279,13 @@ func TestRBAC(t *testing.T) {
 			case vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "patch") ||
 				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create") ||
 				!roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "watch") ||
-				!roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/log", "get") || roleGrants(r.Rules, "", "pods", "get")):
-				t.Errorf("the bot's Role in %s: want shelljobs watched, shelljobs/log get in stream.shelljob.dev, and no shelljobs create, shellpools patch or delete, nor pods", namespace)
+				roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/log", "get") || roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/files", "get") ||
+				roleGrants(r.Rules, "", "pods", "get")):
+				t.Errorf("the bot's Role in %s: want shelljobs watched, and no shelljobs create, shellpools patch or delete, no job's output or files, nor pods", namespace)
+			}
+			if tr := byName[namespace+"/shelljob-bot-telegram"]; vs.bot && (tr == nil ||
+				!roleGrants(tr.Rules, "stream.shelljob.dev", "myshelljobs/log", "get") || roleGrants(tr.Rules, "stream.shelljob.dev", "shelljobs/log", "get")) {
+				t.Errorf("the chat admins' Role in %s: want their own jobs' output (myshelljobs/log), and no other's", namespace)
 			}
 			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
 				for _, res := range []string{"pods/exec", "secrets", "pods"} {

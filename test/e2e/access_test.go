@@ -203,7 +203,8 @@ func TestAccessCreateAndStop(t *testing.T) {
 	audited(t, "create", j.Name, "alice", true)
 
 	r := shelljobAs(t, "carol", "stop", j.Name)
-	if want := j.Name + " is alice's job; you may not stop others' jobs on pool " + devPool; r.code != 1 || !strings.Contains(r.errOut, want) {
+	// A numbered job is named by its number, as the chat and kubectl get sj show it.
+	if want := fmt.Sprintf("#%d is alice's job; you may not stop others' jobs on pool %s", j.Status.Number, devPool); r.code != 1 || !strings.Contains(r.errOut, want) {
 		t.Errorf("carol's stop: exit %d, stdout %q, stderr %q; want it refused with %q", r.code, r.out, r.errOut, want)
 	}
 	audited(t, "patch", j.Name, "carol", false)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/faketg/control"
 	sjutil "shelljob.dev/shelljob/internal/shelljob"
@@ -131,11 +132,12 @@ func (c Chat) approvalMessage(cmd control.Message) (control.Message, string, str
 	return m, m.Buttons[0][0].Data, m.Buttons[0][1].Data
 }
 
-// finalNotAsking is the final of cmd, past its approval message.
-func (c Chat) finalNotAsking(cmd control.Message, timeout time.Duration) control.Message {
+// finalPast is the final of cmd, past the bot's other message about it
+// (an approval message, settled into a final-like text, or a note).
+func (c Chat) finalPast(cmd, other control.Message, timeout time.Duration) control.Message {
 	c.t.Helper()
 	return c.WaitMessage(timeout, "the final", func(m control.Message) bool {
-		return IsFinalOf(cmd, m) && len(m.Buttons) == 0
+		return IsFinalOf(cmd, m) && m.ID != other.ID
 	})
 }
 
@@ -178,6 +180,17 @@ func TestChatAccessCreateAndStop(t *testing.T) {
 		t.Errorf("alice's job %s: pool %q, origin %+v", j.Name, j.Spec.Pool, j.Spec.Origin)
 	}
 	audited(t, "create", j.Name, "alice", true)
+	// The name carol took is told in the chat, with the one the command
+	// runs under.
+	var note control.Message
+	if m.ID == next {
+		note = dev.WaitMessage(ReplyTimeout, "the note of the taken name", func(x control.Message) bool {
+			return botReply(x, m.ID) && strings.HasPrefix(x.Text, "⚠ The job name ")
+		})
+		if want := "The command runs as " + j.Name + "."; !strings.HasSuffix(note.Text, want) {
+			t.Errorf("the note of the taken name %q does not end with %q", note.Text, want)
+		}
+	}
 
 	r := shelljobAs(t, "carol", "stop", j.Name)
 	if r.code != 1 || !strings.Contains(r.errOut, "is alice's job; you may not stop others' jobs on pool "+devPool) {
@@ -188,13 +201,28 @@ func TestChatAccessCreateAndStop(t *testing.T) {
 	if got, want := bob.Answer(k), fmt.Sprintf("⏹ Stopping #%d…", j.Status.Number); got != want {
 		t.Errorf("bob's .k = %q, want %q", got, want)
 	}
-	if fin := dev.Final(m, FinalTimeout); fin.Text != "mine\n\n"+texts.StoppedNote(130) {
+	if fin := dev.finalPast(m, note, FinalTimeout); fin.Text != "mine\n\n"+texts.StoppedNote(130) {
 		t.Errorf("final %q", fin.Text)
 	}
 	if j := Get(t, j); j.Spec.StopBy != "bob" {
 		t.Errorf("stopBy %q, want bob", j.Spec.StopBy)
 	}
 	audited(t, "patch", j.Name, "bob", true)
+	// The bot read alice's output as her, through myshelljobs, and never
+	// as itself.
+	poll(t, JobTimeout, "the read of alice's output as her", func() (bool, string) {
+		var seen []string
+		for _, e := range auditedReads(t, j, streamv1alpha1.OwnResource, streamv1alpha1.SubresourceLog) {
+			if e.reader() == "alice" && e.ResponseStatus != nil && e.ResponseStatus.Code == 200 {
+				return true, ""
+			}
+			seen = append(seen, e.reader())
+		}
+		return false, fmt.Sprint(seen)
+	})
+	if reads := auditedReads(t, j, streamv1alpha1.Resource, streamv1alpha1.SubresourceLog); len(reads) > 0 {
+		t.Errorf("alice's job was read through shelljobs by %s", reads[0].reader())
+	}
 	for _, ev := range dev.EventsAfter(seq) {
 		if strings.Contains(ev.Text, "squatted") {
 			t.Errorf("carol's output reached the chat: %q", ev.Text)
@@ -233,7 +261,7 @@ func TestChatAccessApproval(t *testing.T) {
 			t.Errorf("%s's press: %q, want %q", tc.who, got, tc.want)
 		}
 	}
-	if fin := bob.finalNotAsking(m, FinalTimeout); fin.Text != "approved" {
+	if fin := bob.finalPast(m, ask, FinalTimeout); fin.Text != "approved" {
 		t.Errorf("final %q", fin.Text)
 	}
 	audited(t, "patch", j.Name, "dave", true)
@@ -247,7 +275,7 @@ func TestChatAccessApproval(t *testing.T) {
 	if got := cp.Prod["dave"].press(ask.ID, deny); got != fmt.Sprintf("⛔ Denied #%d.", n) {
 		t.Errorf("dave's deny: %q", got)
 	}
-	if fin := bob.finalNotAsking(m, FinalTimeout); fin.Text != texts.DeniedNote("dave") {
+	if fin := bob.finalPast(m, ask, FinalTimeout); fin.Text != texts.DeniedNote("dave") {
 		t.Errorf("denied final %q, want %q", fin.Text, texts.DeniedNote("dave"))
 	}
 	if j := JobOf(t, bob, m); j.Status.Ran {
@@ -256,8 +284,8 @@ func TestChatAccessApproval(t *testing.T) {
 
 	private := cp.BobPrivate
 	m = private.Send(".a echo late")
-	private.approvalMessage(m)
-	if fin := private.finalNotAsking(m, FinalTimeout); fin.Text != texts.ExpiredNote(5*time.Second) {
+	ask, _, _ = private.approvalMessage(m)
+	if fin := private.finalPast(m, ask, FinalTimeout); fin.Text != texts.ExpiredNote(5*time.Second) {
 		t.Errorf("expired final %q, want %q", fin.Text, texts.ExpiredNote(5*time.Second))
 	}
 	if j := JobOf(t, private, m); j.Status.Ran || j.Spec.Pool != hastyPool {
