@@ -21,6 +21,7 @@ import (
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/charttest"
+	"shelljob.dev/shelljob/internal/identity"
 )
 
 // readManifest decodes a file of config/bot into obj.
@@ -123,19 +124,35 @@ func TestBotRole(t *testing.T) {
 	listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 1 })
 	useStores(t, bc, ns)
 
-	// The jobs' output and files through the stream API, in the bot's
-	// namespace alone; no pod anywhere, and so no exec into a worker: no
-	// server serves the stream API here, so ask.
+	// The jobs' output and files through the stream API: as the admin
+	// whose job it is (myshelljobs, which the stream API serves to the
+	// job's owner alone), in the bot's namespace alone, and never as the
+	// bot itself; no pod anywhere, and so no exec into a worker. No server
+	// serves the stream API here, so ask.
+	ac, err := c.People.Client(identity.Default(admin1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, a := range []authorizationv1.ResourceAttributes{
 		{Verb: "get", Subresource: "log"}, {Verb: "get", Subresource: "files"},
 		{Verb: "create", Subresource: "files"}, {Verb: "update", Subresource: "files"},
 	} {
-		a.Group, a.Resource, a.Name = streamv1alpha1.GroupName, streamv1alpha1.Resource, "j"
-		if a.Namespace = ns; !allowed(t, bc, a) {
-			t.Errorf("%s shelljobs/%s in the bot's namespace is not allowed", a.Verb, a.Subresource)
-		}
-		if a.Namespace = wns; allowed(t, bc, a) {
-			t.Errorf("%s shelljobs/%s in another namespace is allowed", a.Verb, a.Subresource)
+		a.Group, a.Name = streamv1alpha1.GroupName, "j"
+		for _, n := range []string{ns, wns} {
+			a.Namespace, a.Resource = n, streamv1alpha1.Resource
+			if allowed(t, bc, a) {
+				t.Errorf("%s shelljobs/%s in %s is allowed to the bot", a.Verb, a.Subresource, n)
+			}
+			if allowed(t, ac, a) {
+				t.Errorf("%s shelljobs/%s in %s is allowed to an admin", a.Verb, a.Subresource, n)
+			}
+			a.Resource = streamv1alpha1.OwnResource
+			if allowed(t, bc, a) {
+				t.Errorf("%s myshelljobs/%s in %s is allowed to the bot", a.Verb, a.Subresource, n)
+			}
+			if got := allowed(t, ac, a); got != (n == ns) {
+				t.Errorf("%s myshelljobs/%s in %s: allowed %v to an admin", a.Verb, a.Subresource, n, got)
+			}
 		}
 	}
 	for _, n := range []string{ns, wns} {
