@@ -264,6 +264,11 @@ const (
 	// began to deliver and never finished (it crashed or was killed): the
 	// final goes out without the output, which could take it down again.
 	FinalNotSent = "⚠ The output could not be sent: an earlier attempt to send this final did not finish."
+	// FinalNotRecorded ends the final of a job whose delivery the bot
+	// could not record on it (the API server refused the annotation): a
+	// final that could take the bot down is sent with nothing of the
+	// output unless its attempt is on record, where the next run sees it.
+	FinalNotRecorded = "⚠ The output could not be sent: the cluster refused to record this final's delivery."
 	// InFilesNotPut ends the final of a job whose replied-to files could
 	// not be put into its directory: it is stopped before it runs.
 	InFilesNotPut = "⚠ The replied-to files could not be put in place; the command did not run. Send it again."
