@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gotd/td/tg"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -671,6 +673,29 @@ func TestFinalAtMostOnce(t *testing.T) {
 	})
 	if n := crash.calls.Load(); n != 1 {
 		t.Errorf("the output was read again %d times", n)
+	}
+}
+
+// refusedAttempt is a cluster whose API server refuses the bot the record
+// of a final's attempt.
+type refusedAttempt struct{ bot.Cluster }
+
+func (c refusedAttempt) Annotate(ctx context.Context, name, key, value string) error {
+	if key == shellv1alpha1.AnnotationFinalAttempted {
+		return apierrors.NewForbidden(schema.GroupResource{Group: shellv1alpha1.GroupVersion.Group, Resource: "shelljobs"}, name, errors.New("refused"))
+	}
+	return c.Cluster.Annotate(ctx, name, key, value)
+}
+
+// A final whose attempt the cluster refuses to record goes out in its
+// small form, and says why.
+func TestFinalAttemptRefused(t *testing.T) {
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return refusedAttempt{c} }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo hidden; exit 4")
+	want := preview.Final("", 4, true, preview.NotStopped, texts.FinalNotRecorded)
+	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != want {
+		t.Errorf("final %q, want %q", ev.Text, want)
 	}
 }
 
