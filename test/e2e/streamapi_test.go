@@ -91,16 +91,22 @@ func auditedReads(t *testing.T, j *shellv1alpha1.ShellJob, resource, sub string)
 }
 
 // shelljobUsers binds users to the chart's shelljob-user ClusterRole in
-// Namespace, and to nothing else, until the end of the test.
+// Namespace, and gives them use of the e2e pool, as the chart's
+// pools[].users would, and nothing else, until the end of the test.
 func shelljobUsers(t *testing.T, users ...string) {
 	t.Helper()
 	name := "e2e-" + testLabel(t)
-	args := []string{"-n", Namespace, "create", "rolebinding", name, "--clusterrole=shelljob-" + Namespace + "-shelljob-user"}
+	var as []string
 	for _, u := range users {
-		args = append(args, "--user="+u)
+		as = append(as, "--user="+u)
 	}
-	run(t, args...)
+	run(t, append([]string{"-n", Namespace, "create", "rolebinding", name, "--clusterrole=shelljob-" + Namespace + "-shelljob-user"}, as...)...)
 	t.Cleanup(func() { _, _ = kubectlCmd("-n", Namespace, "delete", "rolebinding", name).CombinedOutput() })
+	use := name + "-use"
+	run(t, "-n", Namespace, "create", "role", use, "--verb=use", "--resource=shellpools.shell.shelljob.dev", "--resource-name="+Pool)
+	t.Cleanup(func() { _, _ = kubectlCmd("-n", Namespace, "delete", "role", use).CombinedOutput() })
+	run(t, append([]string{"-n", Namespace, "create", "rolebinding", use, "--role=" + use}, as...)...)
+	t.Cleanup(func() { _, _ = kubectlCmd("-n", Namespace, "delete", "rolebinding", use).CombinedOutput() })
 }
 
 // asUser is kubectl's flags that impersonate user, an authenticated user
