@@ -13,9 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
@@ -54,8 +56,9 @@ const (
 // them.
 var telegramIDs = map[string]int64{"alice": 111000111, "bob": 222000222}
 
-// accessPools creates the test's pools, and the Roles that give the people
-// their rights, all gone when the test ends.
+// accessPools creates the access tests' pools, kept for the suite (the
+// clean step of the next run removes them), and the Roles that give the
+// people their rights, gone when the test ends.
 func accessPools(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
@@ -65,6 +68,9 @@ func accessPools(t *testing.T) {
 		utiltesting.MakeShellPool(hastyPool, Namespace).Replicas(1).Approval(5).Obj(),
 	} {
 		metav1.SetMetaDataLabel(&p.ObjectMeta, labelPool, "true")
+		// Kept for the suite's other access tests, they ask for little of
+		// the nodes' CPU, which later tests' pools need.
+		p.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
 		if err := c.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatalf("create pool %s: %v", p.Name, err)
 		}
