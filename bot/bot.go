@@ -23,6 +23,7 @@ import (
 	"shelljob.dev/shelljob/bot/followers"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/settings"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/texts"
@@ -70,10 +71,16 @@ func (l *FileLimits) setDefaults() {
 type Config struct {
 	// Admins are the user ids allowed to use the bot.
 	Admins []int64
+	// Identities says who each admin is to Kubernetes, which the bot
+	// impersonates for everything it does on their behalf, and which pool
+	// each chat runs on (the chart's bot.identities and bot.chats). nil:
+	// every admin is their default identity, every chat runs on Pool.
+	Identities *identity.Mapping
 	// Streaming is the kill switch: off means no preview, no renderer and
 	// one final reply.
 	Streaming bool
-	// Pool is the ShellPool of the shell's commands. Defaults to "shell".
+	// Pool is the ShellPool of the shell's commands in a chat that
+	// Identities maps to none. Defaults to "shell".
 	Pool string
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -106,6 +113,10 @@ type Bot struct {
 	settings settings.Store
 	registry *jobs.Registry
 	admins   map[int64]bool
+
+	// chats are the chats the bot has seen, to reach a pool's approvers'
+	// chat by its id.
+	chats chatBook
 
 	mu      sync.Mutex
 	names   command.Names
@@ -211,7 +222,7 @@ func (b *Bot) Shutdown() int {
 	ctx, cancel := context.WithTimeout(b.pumpCtx(), ShutdownTimeout)
 	defer cancel()
 	for _, j := range b.registry.All() {
-		if _, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonShutdown); err != nil {
+		if _, err := b.stopOffline(ctx, j); err != nil {
 			b.cfg.Log.Error(err, "Could not stop a job: the bot is going offline", "job", j.Name)
 		}
 	}
@@ -273,8 +284,30 @@ type GuestQuery struct {
 
 func (b *Bot) isAdmin(u int64) bool { return b.admins[u] }
 
+// identityOf is who the chat admin tg is to Kubernetes.
+func (b *Bot) identityOf(tg int64) identity.Identity { return b.cfg.Identities.Of(tg) }
+
+// as is the cluster acting for the chat admin tg, as their identity.
+func (b *Bot) as(tg int64) Person { return b.cluster.As(b.identityOf(tg)) }
+
+// chatPool is the pool of the commands of chat (a Bot API chat id): the
+// one Identities maps the chat to, else, for an admin's private chat with
+// the bot, their identity's, else Config.Pool.
+func (b *Bot) chatPool(chat int64) string {
+	if pool, ok := b.cfg.Identities.PoolOf(chat); ok {
+		return pool
+	}
+	if chat > 0 && b.isAdmin(chat) {
+		if pool := b.identityOf(chat).Pool; pool != "" {
+			return pool
+		}
+	}
+	return b.cfg.Pool
+}
+
 // HandleMessage answers a chat message. Errors are those of Telegram.
 func (b *Bot) HandleMessage(ctx context.Context, m Message) error {
+	b.chats.learn(m.Chat)
 	if m.Forwarded || !b.isAdmin(m.From) {
 		return nil
 	}
@@ -290,7 +323,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m Message) error {
 	case command.AA:
 		return b.startChatJob(ctx, m, c.Arg, shellv1alpha1.ModeDirect)
 	case command.K:
-		return b.reply(ctx, m, b.killText(ctx, m, c.Arg, ".k"))
+		return b.reply(ctx, m, b.kill(ctx, m.Chat.ID, m.From, "", m.ReplyTo, c.Arg, ".k"))
 	case command.X, command.XF, command.SBB:
 		return b.restartPool(ctx, m)
 	case command.Help:
@@ -321,9 +354,12 @@ Each also works as @%[1]s CMD; in a guest chat, @%[1]s .a CMD and @%[1]s .k.`, p
 
 // HandleCallback answers a button press.
 func (b *Bot) HandleCallback(ctx context.Context, cb Callback) error {
+	b.chats.learn(cb.Chat)
 	switch {
 	case strings.HasPrefix(cb.Data, "shk:"):
 		return b.tg.Callback(cb.QueryID).Answer(ctx, b.stopPress(ctx, cb))
+	case strings.HasPrefix(cb.Data, approvalPrefix):
+		return b.tg.Callback(cb.QueryID).Answer(ctx, b.approvalPress(ctx, cb))
 	case strings.HasPrefix(cb.Data, settings.DataPrefix):
 		return b.settingsPress(ctx, cb)
 	default:
@@ -339,9 +375,13 @@ func (b *Bot) HandleDraftStop(ctx context.Context, user, randomID int64) {
 		return
 	}
 	if j := b.registry.ByDraft(user, randomID); j != nil {
-		if _, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser); err != nil {
+		if _, err := b.stopAs(ctx, j, user); err != nil {
 			b.cfg.Log.Error(err, "Could not stop a job from its draft", "job", j.Name)
-			if _, err := b.tg.To(Chat{ID: j.Chat}).Reply(j.CommandMsg).Text(ctx, texts.StopFailed(j.Number(), err)); err != nil {
+			chat, ok := b.chats.get(j.Chat)
+			if !ok {
+				chat = Chat{ID: j.Chat, Kind: PeerUser, PeerID: j.Chat}
+			}
+			if _, err := b.tg.To(chat).Reply(j.CommandMsg).Text(ctx, stopFailed(j, err)); err != nil {
 				b.cfg.Log.Error(err, "Could not say that a stop failed", "job", j.Name)
 			}
 		}

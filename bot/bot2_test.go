@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gotd/td/tg"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -22,6 +24,7 @@ import (
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/texts"
 )
@@ -602,11 +605,19 @@ func (c *crasher) PutFiles(ctx context.Context, job string, r io.Reader) error {
 	return c.Cluster.PutFiles(ctx, job, r)
 }
 
-func (c *crasher) Release(ctx context.Context, name string) error {
-	if err := c.hang(ctx, "Release"); err != nil {
+func (c *crasher) As(id identity.Identity) bot.Person { return crasherPerson{c.Cluster.As(id), c} }
+
+// crasherPerson is a crasher's admin.
+type crasherPerson struct {
+	bot.Person
+	c *crasher
+}
+
+func (p crasherPerson) Release(ctx context.Context, name string) error {
+	if err := p.c.hang(ctx, "Release"); err != nil {
 		return err
 	}
-	return c.Cluster.Release(ctx, name)
+	return p.Person.Release(ctx, name)
 }
 
 func (c *crasher) Annotate(ctx context.Context, name, key, value string) error {
@@ -662,6 +673,29 @@ func TestFinalAtMostOnce(t *testing.T) {
 	})
 	if n := crash.calls.Load(); n != 1 {
 		t.Errorf("the output was read again %d times", n)
+	}
+}
+
+// refusedAttempt is a cluster whose API server refuses the bot the record
+// of a final's attempt.
+type refusedAttempt struct{ bot.Cluster }
+
+func (c refusedAttempt) Annotate(ctx context.Context, name, key, value string) error {
+	if key == shellv1alpha1.AnnotationFinalAttempted {
+		return apierrors.NewForbidden(schema.GroupResource{Group: shellv1alpha1.GroupVersion.Group, Resource: "shelljobs"}, name, errors.New("refused"))
+	}
+	return c.Cluster.Annotate(ctx, name, key, value)
+}
+
+// A final whose attempt the cluster refuses to record goes out in its
+// small form, and says why.
+func TestFinalAttemptRefused(t *testing.T) {
+	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return refusedAttempt{c} }})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo hidden; exit 4")
+	want := preview.Final("", 4, true, preview.NotStopped, texts.FinalNotRecorded)
+	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != want {
+		t.Errorf("final %q, want %q", ev.Text, want)
 	}
 }
 
@@ -737,11 +771,19 @@ type submitLog struct {
 	cmds []string
 }
 
-func (s *submitLog) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
-	s.mu.Lock()
-	s.cmds = append(s.cmds, spec.Command)
-	s.mu.Unlock()
-	return s.Cluster.Submit(ctx, name, spec, annotations)
+func (s *submitLog) As(id identity.Identity) bot.Person { return submitLogPerson{s.Cluster.As(id), s} }
+
+// submitLogPerson is a submitLog's admin.
+type submitLogPerson struct {
+	bot.Person
+	s *submitLog
+}
+
+func (p submitLogPerson) Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error) {
+	p.s.mu.Lock()
+	p.s.cmds = append(p.s.cmds, spec.Command)
+	p.s.mu.Unlock()
+	return p.Person.Submit(ctx, name, spec, annotations)
 }
 
 func (s *submitLog) commands() []string {
@@ -813,11 +855,19 @@ type stopOrder struct {
 	names []string
 }
 
-func (s *stopOrder) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
-	s.mu.Lock()
-	s.names = append(s.names, name)
-	s.mu.Unlock()
-	return s.Cluster.Stop(ctx, name, reason)
+func (s *stopOrder) As(id identity.Identity) bot.Person { return stopOrderPerson{s.Cluster.As(id), s} }
+
+// stopOrderPerson is a stopOrder's admin.
+type stopOrderPerson struct {
+	bot.Person
+	s *stopOrder
+}
+
+func (p stopOrderPerson) Stop(ctx context.Context, name string) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+	p.s.mu.Lock()
+	p.s.names = append(p.s.names, name)
+	p.s.mu.Unlock()
+	return p.Person.Stop(ctx, name)
 }
 
 // TestStopAllStopsWaitingJobsFirst: .k all stops the waiting job before

@@ -10,14 +10,18 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/gotd/td/telegram/updates"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/streamclient"
 	"shelljob.dev/shelljob/internal/testenv"
 )
@@ -30,20 +34,28 @@ func TestMain(m *testing.M) { clustertest.Main(m, &apiServer) }
 // env is a bot under test: the fake Telegram, and the real operator with
 // real agents on envtest (clustertest), with the bot between them,
 // connected over real MTProto, the Kubernetes API and the stream API that
-// the operator serves.
+// the operator serves. The chart's ServiceAccounts, RBAC and admission
+// policies are installed on the test's namespace (charttest): the bot
+// reaches the API server and the stream API with its ServiceAccount's
+// token, and acts for each admin by impersonating the identity the chart
+// maps them to, as in production.
 type env struct {
 	t       *testing.T
 	ctx     context.Context
 	srv     *faketg.Server
 	cluster *clustertest.Cluster
 	// kube is the bot's way to the cluster, as in production.
-	kube  *kube.Cluster
-	store *settings.MemoryStore
-	bot   *bot.Bot
-	admin *faketg.User
-	other *faketg.User
-	group *faketg.Chat
-	stop  func()
+	kube *kube.Cluster
+	// chart is the chart's access installed on the cluster's namespace,
+	// identities what its ConfigMap tells the bot.
+	chart      *charttest.Installed
+	identities *identity.Mapping
+	store      *settings.MemoryStore
+	bot        *bot.Bot
+	admin      *faketg.User
+	other      *faketg.User
+	group      *faketg.Chat
+	stop       func()
 	// restart stops the bot without a shutdown, as a crash would, and
 	// starts a new one on the same cluster and settings.
 	restart func()
@@ -57,7 +69,7 @@ func (e *env) startBot() func() {
 	if e.opts.wrap != nil {
 		cluster = e.opts.wrap(e.kube)
 	}
-	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files, OutputMemory: e.opts.outputMemory}, nil, cluster, e.store)
+	e.bot = bot.New(bot.Config{Admins: e.srv.Admins(), Identities: e.identities, Streaming: !e.opts.streamingOff, Clock: e.opts.clock, Log: testr.New(t), Files: e.opts.files, OutputMemory: e.opts.outputMemory}, nil, cluster, e.store)
 	copts := e.srv.ClientOptions()
 	ready := make(chan struct{})
 	var once sync.Once
@@ -118,6 +130,14 @@ type envOptions struct {
 	streamAgent func(agentapi.Client) agentapi.Client
 	// outputMemory is the bot's Config.OutputMemory.
 	outputMemory int64
+	// pools are more pools beside the bot's (shell).
+	pools []*shellv1alpha1.ShellPool
+	// users, when set, adds the test's users and chats to the fake before
+	// the chart is installed (its admins are the fake's).
+	users func(e *env)
+	// values, when set, are chart values over the admins, from the
+	// fake's users and chats: bot.identities, bot.chats, pools' rights.
+	values func(e *env) map[string]any
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -130,23 +150,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ctx: ctx, srv: srv}
+	e := &env{t: t, ctx: ctx, srv: srv, opts: o}
 	e.admin = srv.NewUser(faketg.UserOptions{FirstName: "Ada", Admin: true})
 	e.other = srv.NewUser(faketg.UserOptions{FirstName: "Eve"})
 	e.group = srv.NewSupergroup("ops")
-	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamAgent: o.streamAgent})
-	jobs, err := kube.StartCache(t.Context(), apiServer.Config, apiServer.Scheme, e.cluster.Namespace)
-	if err != nil {
-		t.Fatal(err)
+	if o.users != nil {
+		o.users(e)
 	}
-	stream, err := streamclient.New(e.cluster.Stream.Config(apiServer.Config),
-		streamclient.Options{Namespace: e.cluster.Namespace, StreamIdle: o.streamIdle, Clock: o.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.kube = &kube.Cluster{Client: e.cluster.Client, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs}
+	e.cluster = clustertest.Start(t, apiServer, clustertest.Options{Workers: int32(o.workers), StreamIdle: o.streamIdle,
+		StreamAgent: o.streamAgent, Pools: o.pools, WorkersApart: true})
+	e.kube = e.botCluster()
 	e.store = &settings.MemoryStore{Log: testr.New(t)}
-	e.opts = o
 	stopBot := e.startBot()
 	e.stop = func() {
 		stopBot()
@@ -159,6 +173,42 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	t.Cleanup(e.stop)
 	return e
+}
+
+// botCluster installs the chart's access on the cluster's namespace, with
+// the fake's admins, and returns the bot's way to the cluster: its
+// ServiceAccount, and the admins' identities it impersonates.
+func (e *env) botCluster() *kube.Cluster {
+	t := e.t
+	values := map[string]any{}
+	if e.opts.values != nil {
+		values = e.opts.values(e)
+	}
+	bot, _ := values["bot"].(map[string]any)
+	if bot == nil {
+		bot = map[string]any{}
+		values["bot"] = bot
+	}
+	bot["admins"] = e.srv.Admins()
+	e.chart = charttest.Install(t, apiServer.Config, apiServer.Client, e.cluster.Namespace, values)
+	e.chart.WaitPolicies(t, apiServer.Client, e.admin.ID, e.cluster.Pool)
+	e.identities = e.chart.Identities(t)
+	cfg := e.chart.Bot(t)
+	options := client.Options{Scheme: apiServer.Scheme, Mapper: apiServer.Client.RESTMapper()}
+	c, err := client.New(cfg, options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := kube.StartCache(t.Context(), cfg, apiServer.Scheme, e.cluster.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := streamclient.New(e.cluster.Stream.Config(cfg),
+		streamclient.Options{Namespace: e.cluster.Namespace, StreamIdle: e.opts.streamIdle, Clock: e.opts.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &kube.Cluster{Client: c, Namespace: e.cluster.Namespace, Stream: stream, Cache: jobs, People: kube.NewPeople(cfg, options), Identities: e.identities}
 }
 
 // send sends text as u in chat and returns the message.

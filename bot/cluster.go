@@ -7,20 +7,36 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-// ErrJobExists is wrapped by a Submit whose command already has its job:
-// the command was handled before.
-var ErrJobExists = errors.New("the command's job already exists")
+// ErrJobExists is wrapped by a Submit whose job name is taken: by the
+// command's own job (the command was handled before), or by anything
+// else (shelljob.SameCommand tells).
+var ErrJobExists = errors.New("the command's job name is taken")
 
-// JobSubmitter creates ShellJobs.
-type JobSubmitter interface {
+// Person is what the bot does on a chat admin's behalf, as them: the API
+// server authenticates, authorizes, admits and audits each request as the
+// admin's identity (Cluster.As), never as the bot.
+type Person interface {
 	// Submit creates job name (shelljob.TelegramName; "" for a generated
 	// name) with spec and annotations, and returns it with its UID set.
-	// When job name exists, Submit returns it with an error wrapping
-	// ErrJobExists.
+	// When job name exists, Submit returns the object of that name with
+	// an error wrapping ErrJobExists, whatever it is.
 	Submit(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec, annotations map[string]string) (*shellv1alpha1.ShellJob, error)
+	// Stop asks the job to stop with reason User, in the admin's name
+	// (spec.stopBy), as shelljob.Stop does, and returns the outcome and
+	// the job as the API server has it now (nil for a job that is gone).
+	Stop(ctx context.Context, name string) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error)
+	// Release clears spec.hold.
+	Release(ctx context.Context, name string) error
+	// RestartPool bumps the pool's spec.restartedAt: new workers come up,
+	// and the old ones take no new jobs.
+	RestartPool(ctx context.Context, pool string) error
+	// Decide records the admin's decision on the job's approval, as
+	// shelljob.Decide does.
+	Decide(ctx context.Context, name string, decision shellv1alpha1.ApprovalDecision) (shelljob.DecideOutcome, *shellv1alpha1.ShellJob, error)
 }
 
 // JobWatcher follows a job.
@@ -30,18 +46,14 @@ type JobWatcher interface {
 	Watch(ctx context.Context, name string, fn func(*shellv1alpha1.ShellJob)) error
 }
 
-// JobStopper asks jobs to stop.
+// JobStopper asks jobs to stop, as the bot itself: only with reason
+// Shutdown, as the bot goes offline (the chart's policies refuse it any
+// other stop).
 type JobStopper interface {
 	// Stop asks the job to stop with reason, as shelljob.Stop does, and
 	// returns the outcome and the job as the API server has it now (nil
 	// for a job that is gone).
 	Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error)
-}
-
-// HoldReleaser lets a held job start.
-type HoldReleaser interface {
-	// Release clears spec.hold.
-	Release(ctx context.Context, name string) error
 }
 
 // JobAnnotator writes the bot's bookkeeping on its jobs.
@@ -56,11 +68,10 @@ type JobLister interface {
 	List(ctx context.Context) ([]shellv1alpha1.ShellJob, error)
 }
 
-// PoolRestarter restarts shell pools.
-type PoolRestarter interface {
-	// RestartPool bumps the pool's spec.restartedAt: new workers come up,
-	// and the old ones take no new jobs.
-	RestartPool(ctx context.Context, pool string) error
+// PoolReader reads shell pools.
+type PoolReader interface {
+	// Pool returns the pool named name.
+	Pool(ctx context.Context, name string) (*shellv1alpha1.ShellPool, error)
 }
 
 // ErrWorkerGone is wrapped by a Follow, FollowText or GetFiles that can
@@ -98,15 +109,18 @@ type FileMover interface {
 	GetFiles(ctx context.Context, job string, w io.Writer) error
 }
 
-// Cluster is everything the bot asks of the cluster.
+// Cluster is everything the bot asks of the cluster. As itself it keeps
+// its bookkeeping on the jobs, follows them and their output, reads the
+// pools, and stops jobs as it goes offline; everything a chat admin asks
+// for it does as them (As).
 type Cluster interface {
-	JobSubmitter
 	JobWatcher
 	JobStopper
-	HoldReleaser
 	JobAnnotator
 	JobLister
-	PoolRestarter
+	PoolReader
 	OutputFollower
 	FileMover
+	// As is the cluster acting for the chat admin of identity id.
+	As(id identity.Identity) Person
 }

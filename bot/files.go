@@ -51,7 +51,7 @@ func (r *run) putFiles(ctx context.Context) {
 		// The command must not run without its files.
 		b.cfg.Log.Error(err, "Could not put the input files; stopping the job before it runs", "job", r.job.Name)
 		r.setEndNote(texts.InFilesNotPut)
-		if _, err := b.stopJob(ctx, r.job, shellv1alpha1.StopReasonUser); err != nil {
+		if _, err := b.stopAs(ctx, r.job, r.job.Owner); err != nil {
 			b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", r.job.Name)
 		}
 		return
@@ -59,7 +59,7 @@ func (r *run) putFiles(ctx context.Context) {
 	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesPut, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		b.cfg.Log.Error(err, "Could not record the input files", "job", r.job.Name)
 	}
-	if err := b.cluster.Release(ctx, r.job.Name); err != nil {
+	if err := b.as(r.job.Owner).Release(ctx, r.job.Name); err != nil {
 		b.cfg.Log.Error(err, "Could not release a held job", "job", r.job.Name)
 	}
 }

@@ -36,6 +36,9 @@ func (r *run) outcome() (code int, ran bool, stop preview.Stop) {
 		return -1, false, preview.NotStopped
 	}
 	e := shelljob.EndOf(obj)
+	if e.NotApproved {
+		return e.ExitCode, e.Ran, preview.NotApproved
+	}
 	return e.ExitCode, e.Ran, preview.StopOf(e.Stop)
 }
 
@@ -52,13 +55,15 @@ func (r *run) deliver(ctx context.Context) {
 		return // the bot is going offline: its next run delivers it
 	}
 	defer release()
-	if !r.recordAttempt(ctx) {
-		r.sendSmallFinal(ctx, code, ran, stop)
+	if recorded, note := r.recordAttempt(ctx); !recorded {
+		r.sendSmallFinal(ctx, code, ran, stop, note)
 	} else {
 		output, note := "", ""
 		var long *longoutput.Output
 		if ran {
 			output, long, note = r.finalOutput(ctx)
+		} else {
+			note, _ = workerNote(r.latest()) // why it never ran, if not for a stop
 		}
 		if note == "" {
 			note = r.endNoteText()
@@ -94,25 +99,25 @@ func (r *run) finalCost(ran bool) int64 {
 
 // recordAttempt records that the final is being delivered, and tells
 // false when an earlier run of the bot recorded it already, or when it
-// cannot be recorded: the final must then go out in its small form.
-func (r *run) recordAttempt(ctx context.Context) bool {
+// cannot be recorded: the final must then go out in its small form, with
+// note saying which.
+func (r *run) recordAttempt(ctx context.Context) (recorded bool, note string) {
 	if obj := r.latest(); obj != nil {
 		if _, tried := obj.Annotations[shellv1alpha1.AnnotationFinalAttempted]; tried {
 			r.b.cfg.Log.Info("An earlier run of the bot did not finish delivering this final; sending it without its output", "job", r.job.Name)
-			return false
+			return false, texts.FinalNotSent
 		}
 	}
 	if err := r.b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFinalAttempted, r.b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		r.b.cfg.Log.Error(err, "Could not record the final's delivery; sending it without its output", "job", r.job.Name)
-		return false
+		return false, texts.FinalNotRecorded
 	}
-	return true
+	return true, ""
 }
 
 // sendSmallFinal sends the final of a job without its output or files:
 // how it ended, and the note that says why.
-func (r *run) sendSmallFinal(ctx context.Context, code int, ran bool, stop preview.Stop) {
-	note := texts.FinalNotSent
+func (r *run) sendSmallFinal(ctx context.Context, code int, ran bool, stop preview.Stop, note string) {
 	if r.pv.kind == guestPreview {
 		r.sendGuestFinal(ctx, "", nil, code, ran, stop, note)
 		return

@@ -118,7 +118,10 @@ func TestFloodMemoryAndNotKeptCount(t *testing.T) {
 	f.mu.Lock()
 	grown := f.grown
 	f.mu.Unlock()
-	if grown > 4<<20 {
+	// The heap is the whole test process's, the operator and the clients
+	// of the API server included, whose caches move by a few MiB under a
+	// parallel go test: the bound is far under the output held whole.
+	if grown > 16<<20 {
 		t.Errorf("the heap grew by %d MiB while the bot read a %d MiB output", grown>>20, f.size>>20)
 	}
 	data := string(up.Media.Data)

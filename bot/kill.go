@@ -6,42 +6,38 @@ import (
 	"strconv"
 	"strings"
 
-	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/command"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/texts"
 )
 
-// stopText stops j as .k does and says what it did: the sending of its
-// files, while they are sent, or the job.
-func (b *Bot) stopText(ctx context.Context, j *jobs.Job) string {
+// stopText stops j as .k does, for the chat admin caller, and says what
+// it did: the sending of its files, while they are sent, or the job.
+func (b *Bot) stopText(ctx context.Context, j *jobs.Job, caller int64) string {
 	if j.StopSending() {
 		return texts.FilesStopped(j.Number())
 	}
-	out, err := b.stopJob(ctx, j, shellv1alpha1.StopReasonUser)
+	out, err := b.stopAs(ctx, j, caller)
 	if err != nil {
-		return texts.StopFailed(j.Number(), err)
+		return stopFailed(j, err)
 	}
 	return out.Text(j.Number())
 }
 
-// killText runs a .k: m is the message (its ReplyTo counts in a chat),
-// guest the guest chat's key for @bot .k there, kill the command's name in
-// the lists and the usage line.
-func (b *Bot) killText(ctx context.Context, m Message, arg, kill string) string {
-	return b.kill(ctx, m.Chat.ID, m.From, "", m.ReplyTo, arg, kill)
-}
-
+// kill runs a .k of caller: in chat, the message it replies to (replyTo)
+// counts; guest is the guest chat's key for @bot .k there; kill is the
+// command's name in the lists and the usage line.
 func (b *Bot) kill(ctx context.Context, chat, caller int64, guest string, replyTo int, arg, kill string) string {
-	running := jobs.Unfinished(b.registry.Visible(chat, caller, guest))
+	visible := b.registry.Visible(chat, caller, guest)
+	running := jobs.Unfinished(visible)
 	form, n := command.ParseKill(arg)
 	if replyTo != 0 && form == command.KillAlone && guest == "" {
 		j := b.registry.Find(chat, replyTo)
 		if j == nil || j.State() == jobs.Ended {
 			return texts.NoRunningInReply
 		}
-		return b.stopText(ctx, j)
+		return b.stopText(ctx, j, caller)
 	}
 	switch form {
 	case command.KillAlone:
@@ -49,14 +45,14 @@ func (b *Bot) kill(ctx context.Context, chat, caller int64, guest string, replyT
 		case 0:
 			return texts.NoRunning
 		case 1:
-			return b.stopText(ctx, running[0])
+			return b.stopText(ctx, running[0], caller)
 		default:
-			return texts.SeveralRunning(kill) + "\n" + b.listLines(running)
+			return texts.SeveralRunning(kill) + "\n" + b.listLines(running, b.poolsSeen(chat, visible) > 1)
 		}
 	case command.KillNumber:
 		for _, j := range running {
 			if j.Number() == n {
-				return b.stopText(ctx, j)
+				return b.stopText(ctx, j, caller)
 			}
 		}
 		return texts.NoSuchJob(n)
@@ -76,14 +72,14 @@ func (b *Bot) kill(ctx context.Context, chat, caller int64, guest string, replyT
 			}
 		}
 		for _, i := range append(waiting, started...) {
-			lines[i] = b.stopText(ctx, running[i])
+			lines[i] = b.stopText(ctx, running[i], caller)
 		}
 		return strings.Join(lines, "\n")
 	case command.KillList:
 		if len(running) == 0 {
 			return texts.NoRunning
 		}
-		return b.listLines(running)
+		return b.listLines(running, b.poolsSeen(chat, visible) > 1)
 	case command.KillUsage:
 		return texts.KillUsage(kill)
 	default:
@@ -91,9 +87,20 @@ func (b *Bot) kill(ctx context.Context, chat, caller int64, guest string, replyT
 	}
 }
 
-// listLines lists jobs, a line each: id, age, "waiting" or "stopping",
-// "guest", and the command's summary (shelljob.Summary).
-func (b *Bot) listLines(js []*jobs.Job) string {
+// poolsSeen counts the pools of the jobs a chat sees, its own pool among
+// them: from two on, its lists and notes name the pool of each job.
+func (b *Bot) poolsSeen(chat int64, visible []*jobs.Job) int {
+	pools := map[string]bool{b.chatPool(chat): true}
+	for _, j := range visible {
+		pools[j.Pool] = true
+	}
+	return len(pools)
+}
+
+// listLines lists jobs, a line each: id, age, "awaiting approval",
+// "waiting" or "stopping", "guest", the pool when named, and the command's
+// summary (shelljob.Summary).
+func (b *Bot) listLines(js []*jobs.Job, named bool) string {
 	now := b.cfg.Clock.Now()
 	var lines []string
 	for _, j := range js {
@@ -103,11 +110,16 @@ func (b *Bot) listLines(js []*jobs.Job) string {
 			parts = append(parts, "sending files")
 		case j.State() == jobs.Stopping:
 			parts = append(parts, "stopping")
+		case j.AwaitingApproval():
+			parts = append(parts, "awaiting approval")
 		case j.Waiting():
 			parts = append(parts, "waiting")
 		}
 		if j.Guest != "" {
 			parts = append(parts, "guest")
+		}
+		if named {
+			parts = append(parts, texts.PoolNamed(j.Pool))
 		}
 		parts = append(parts, j.Summary())
 		lines = append(lines, strings.Join(parts, " · "))
@@ -146,35 +158,46 @@ func (b *Bot) stopPress(ctx context.Context, cb Callback) string {
 	if p, _ := j.Preview(); j.Chat != cb.Chat.ID || p != cb.MsgID {
 		return texts.AlreadyEnded(n)
 	}
-	return b.stopText(ctx, j)
+	return b.stopText(ctx, j, cb.From)
 }
 
-// restartPool answers .x, .xf and .sbb: it restarts the shell pool and
-// counts the jobs left on old pools, split by who can stop them.
+// restartPool answers .x, .xf and .sbb: it restarts the chat's pool as
+// the admin who asks, and counts the jobs left on its old workers, split
+// by who can stop them. The reply names the pool when the chat sees jobs
+// of more than one.
 func (b *Bot) restartPool(ctx context.Context, m Message) error {
-	if err := b.cluster.RestartPool(ctx, b.cfg.Pool); err != nil {
-		return b.reply(ctx, m, fmt.Sprintf("Could not restart the shell pool: %v", err))
+	pool := b.chatPool(m.Chat.ID)
+	if err := b.as(m.From).RestartPool(ctx, pool); err != nil {
+		if why, ok := shelljob.Refusal(err); ok {
+			return b.reply(ctx, m, why)
+		}
+		return b.reply(ctx, m, texts.RestartFailed(err))
+	}
+	visible := b.registry.Visible(m.Chat.ID, m.From, "")
+	named := ""
+	if b.poolsSeen(m.Chat.ID, jobs.Unfinished(visible)) > 1 {
+		named = pool
 	}
 	all, err := b.cluster.List(ctx)
 	if err != nil {
-		return b.reply(ctx, m, texts.PoolRestarted)
+		return b.reply(ctx, m, texts.PoolRestarted(named))
 	}
-	visible := map[string]bool{}
-	for _, j := range b.registry.Visible(m.Chat.ID, m.From, "") {
-		visible[j.Name] = true
+	seen := map[string]bool{}
+	for _, j := range visible {
+		seen[j.Name] = true
 	}
 	_, primary := b.nameSet()
 	var here, other, guest, others int
-	caller := strconv.FormatInt(m.From, 10)
 	for i := range all {
 		sj := &all[i]
-		if sj.Spec.Pool != b.cfg.Pool || sj.Status.Revision == "" || shelljob.IsFinished(sj) {
+		if shelljob.Pool(sj) != pool || sj.Status.Revision == "" || shelljob.IsFinished(sj) {
 			continue
 		}
-		own := sj.Spec.Origin.User == caller
+		owner, _ := shelljob.TelegramUser(sj)
+		own := owner == m.From
 		isGuest := sj.Spec.Origin.GuestQuery != ""
 		switch {
-		case visible[sj.Name]:
+		case seen[sj.Name]:
 			here++
 		case isGuest && own:
 			guest++
@@ -184,18 +207,18 @@ func (b *Bot) restartPool(ctx context.Context, m Message) error {
 			other++
 		}
 	}
-	lines := []string{texts.PoolRestarted}
+	lines := []string{texts.PoolRestarted(named)}
 	if here > 0 {
-		lines = append(lines, texts.OldPoolHere(here))
+		lines = append(lines, texts.OldPoolHere(here, named))
 	}
 	if other > 0 {
-		lines = append(lines, texts.OldPoolOtherChat(other))
+		lines = append(lines, texts.OldPoolOtherChat(other, named))
 	}
 	if guest > 0 {
-		lines = append(lines, texts.OldPoolGuest(guest, primary))
+		lines = append(lines, texts.OldPoolGuest(guest, primary, named))
 	}
 	if others > 0 {
-		lines = append(lines, texts.OldPoolOtherAdmin(others))
+		lines = append(lines, texts.OldPoolOtherAdmin(others, named))
 	}
 	return b.reply(ctx, m, strings.Join(lines, "\n"))
 }

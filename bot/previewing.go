@@ -24,10 +24,14 @@ func (r *run) private() bool {
 }
 
 func (r *run) previewText() string {
-	s := preview.Running
+	s, own := preview.Running, 0
 	switch {
 	case r.job.State() == jobs.Stopping:
 		s = preview.Stopping
+	case r.job.AwaitingApproval():
+		s = preview.AwaitingApproval
+	case r.job.WaitingOwn() > 0:
+		s, own = preview.WaitingOwn, r.job.WaitingOwn()
 	case r.job.Waiting():
 		s = preview.Queued
 	}
@@ -36,7 +40,7 @@ func (r *run) previewText() string {
 		_, primary := r.b.nameSet()
 		hint = fmt.Sprintf(texts.GuestStopHintFormat, primary)
 	}
-	return preview.Compose(preview.Header(r.job.Number(), s, hint), r.buf.TailText(preview.PreviewUnits, r.render()))
+	return preview.Compose(preview.Header(r.job.Number(), s, own, hint), r.buf.TailText(preview.PreviewUnits, r.render()))
 }
 
 func (r *run) stopButtons() [][]Button {

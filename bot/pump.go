@@ -63,6 +63,8 @@ type run struct {
 	obj latestJob
 	// pv is the preview.
 	pv previewState
+	// approval is the approval message's state (its place is in note).
+	approval approvalState
 }
 
 // preview is what a pump knows of its job's preview.
@@ -142,7 +144,7 @@ func (b *Bot) launch(r *run) {
 	b.pumps.Add(1)
 	if b.registry.Register(r.job) {
 		// Created as the shutdown began: stopped before it runs.
-		if _, err := b.stopJob(b.pumpCtx(), r.job, shellv1alpha1.StopReasonShutdown); err != nil {
+		if _, err := b.stopOffline(b.pumpCtx(), r.job); err != nil {
 			b.cfg.Log.Error(err, "Could not stop a job: the bot is going offline", "job", r.job.Name)
 		}
 	}
@@ -212,6 +214,7 @@ func (r *run) pump(ctx context.Context) {
 	// after a change, or when the decision's time comes.
 	isOver := false
 	for {
+		r.syncApproval(ctx)
 		now := b.cfg.Clock.Now()
 		s := r.state(now, isOver)
 		d := delivery.Decide(s)

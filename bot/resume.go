@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/jobs"
@@ -46,12 +45,13 @@ func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
 		b.cfg.Log.Info("Undelivered job without a readable preview note; skipped", "job", sj.Name)
 		return
 	}
-	owner, _ := strconv.ParseInt(sj.Spec.Origin.User, 10, 64)
+	owner, _ := shelljob.TelegramUser(sj)
 	r := &run{b: b, prefs: b.prefs(ctx, owner), note: note, cmdMsg: int(sj.Spec.Origin.Message)}
 	// The CR's timestamp has whole seconds, fine for a job that started
 	// before this bot did; a fresh job times its preview by the clock.
 	j := jobs.Info{Owner: owner, Chat: note.Chat.ID, CommandMsg: r.cmdMsg, Command: sj.Spec.Command, Guest: note.GuestChat,
-		Created: sj.CreationTimestamp.Time}
+		Pool: shelljob.Pool(sj), Created: sj.CreationTimestamp.Time}
+	b.chats.learn(note.Chat)
 	switch {
 	case note.Guest != nil:
 		r.pv.kind = guestPreview
@@ -63,9 +63,13 @@ func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
 	}
 	r.job = b.newJob(sj, j)
 	r.job.SetPreview(note.Msg, note.Draft)
+	if a := note.Approval; a != nil {
+		b.chats.learn(a.Chat)
+		r.job.SetApprovalMessage(a.Chat.ID, a.Msg)
+	}
 	r.resumed = true
 	if sj.Spec.Hold && !shelljob.IsFinished(sj) {
-		r.setEndNote(b.releaseHeld(ctx, sj))
+		r.setEndNote(b.releaseHeld(ctx, sj, owner))
 	}
 	r.setObj(sj.DeepCopy())
 	// The preview shows the output's end, read from the spool; the
@@ -78,15 +82,16 @@ func (b *Bot) adopt(ctx context.Context, sj *shellv1alpha1.ShellJob) {
 // releaseHeld settles a held job that a previous run of the bot left: its
 // replied-to files went with that run. A job whose files are in place
 // (AnnotationFilesPut) lost only its release and is released; any other
-// is stopped before it runs, and the returned note ends its final.
-func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob) string {
+// is stopped before it runs, and the returned note ends its final. Both
+// are done as the job's sender, whose command it is.
+func (b *Bot) releaseHeld(ctx context.Context, sj *shellv1alpha1.ShellJob, sender int64) string {
 	if _, put := sj.Annotations[shellv1alpha1.AnnotationFilesPut]; put {
-		if err := b.cluster.Release(ctx, sj.Name); err != nil {
+		if err := b.as(sender).Release(ctx, sj.Name); err != nil {
 			b.cfg.Log.Error(err, "Could not release a held job; the operator's hold timeout ends it", "job", sj.Name)
 		}
 		return ""
 	}
-	if _, _, err := b.cluster.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser); err != nil {
+	if _, _, err := b.as(sender).Stop(ctx, sj.Name); err != nil {
 		b.cfg.Log.Error(err, "Could not stop a held job; the operator's hold timeout ends it", "job", sj.Name)
 	}
 	return texts.HeldAtRestart

@@ -8,6 +8,7 @@ import (
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/internal/kubeutil"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // A stop whose patch failed for a passing reason (the API server busy or
@@ -20,14 +21,33 @@ const (
 	StopRetry = 500 * time.Millisecond
 )
 
-// stopJob asks j's ShellJob to stop for reason, as .k, a Stop button, a
-// draft's Stop and a shutdown do, and returns what the API server made of
-// it. The preview's header follows the ShellJob once the bot's cache has
-// the stop.
-func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, error) {
+// stopAs asks j's ShellJob to stop, as .k, a Stop button and a draft's
+// Stop do, in the name of the chat admin tg (reason User), as their
+// identity: the API server decides whether they may (their own job, or
+// the stop right on its pool).
+func (b *Bot) stopAs(ctx context.Context, j *jobs.Job, tg int64) (shelljob.StopOutcome, error) {
+	return b.stopJob(ctx, j, func(ctx context.Context) (shelljob.StopOutcome, error) {
+		out, _, err := b.as(tg).Stop(ctx, j.Name)
+		return out, err
+	})
+}
+
+// stopOffline asks j's ShellJob to stop as the bot itself, with reason
+// Shutdown: the bot is going offline.
+func (b *Bot) stopOffline(ctx context.Context, j *jobs.Job) (shelljob.StopOutcome, error) {
+	return b.stopJob(ctx, j, func(ctx context.Context) (shelljob.StopOutcome, error) {
+		out, _, err := b.cluster.Stop(ctx, j.Name, shellv1alpha1.StopReasonShutdown)
+		return out, err
+	})
+}
+
+// stopJob makes the stop of j that stop makes, and returns what the API
+// server made of it, trying again after a passing error. The preview's
+// header follows the ShellJob once the bot's cache has the stop.
+func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, stop func(context.Context) (shelljob.StopOutcome, error)) (shelljob.StopOutcome, error) {
 	wait := StopRetry
 	for try := 1; ; try++ {
-		out, _, err := b.cluster.Stop(ctx, j.Name, reason)
+		out, err := stop(ctx)
 		if err == nil {
 			return out, nil
 		}
@@ -42,4 +62,14 @@ func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, reason shellv1alpha1.Sto
 		}
 		wait *= 2
 	}
+}
+
+// stopFailed says that a stop of j failed: in the words of the admission
+// policy that refused it ("it is alice's job; ..."), or with the error,
+// which a later .k may not meet.
+func stopFailed(j *jobs.Job, err error) string {
+	if why, ok := shelljob.Refusal(err); ok {
+		return texts.StopRefused(j.Number(), j.Name, why)
+	}
+	return texts.StopFailed(j.Number(), err)
 }

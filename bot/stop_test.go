@@ -14,6 +14,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/texts"
 )
@@ -27,12 +28,22 @@ type refusedStops struct {
 	err    error
 }
 
-func (r *refusedStops) Stop(ctx context.Context, name string, reason shellv1alpha1.StopReason) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
-	r.calls.Add(1)
-	if r.refuse.Add(-1) >= 0 {
-		return 0, nil, r.err
+func (r *refusedStops) As(id identity.Identity) bot.Person {
+	return refusedStopsPerson{r.Cluster.As(id), r}
+}
+
+// refusedStopsPerson is a refusedStops' admin.
+type refusedStopsPerson struct {
+	bot.Person
+	r *refusedStops
+}
+
+func (p refusedStopsPerson) Stop(ctx context.Context, name string) (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+	p.r.calls.Add(1)
+	if p.r.refuse.Add(-1) >= 0 {
+		return 0, nil, p.r.err
 	}
-	return r.Cluster.Stop(ctx, name, reason)
+	return p.Person.Stop(ctx, name)
 }
 
 // A .k whose stop the API server refuses says so, leaves the job running

@@ -170,8 +170,8 @@ type GuestEditRequest struct {
 	File    *File
 }
 
-// previewNote is the AnnotationPreview of a job: where its preview is, so
-// that a restarted bot can continue it.
+// previewNote is the AnnotationPreview of a job: where its preview and its
+// approval message are, so that a restarted bot can continue them.
 type previewNote struct {
 	Chat Chat `json:"chat"`
 	// Msg is the edited preview's id, Draft a draft's random id.
@@ -181,6 +181,8 @@ type previewNote struct {
 	Guest     *GuestMessage `json:"guest,omitempty"`
 	GuestChat string        `json:"guestChat,omitempty"`
 	GroupPace bool          `json:"groupPace,omitempty"`
+	// Approval is the message that asks for the job's approval.
+	Approval *approvalNote `json:"approval,omitempty"`
 }
 
 func (n previewNote) encode() string {

@@ -84,6 +84,8 @@ kubectl does.`,
 		NewLogsCmd(&o),
 		NewLsCmd(&o),
 		NewStopCmd(&o),
+		NewApproveCmd(&o),
+		NewDenyCmd(&o),
 		NewPoolsCmd(&o),
 		NewRenderCmd(o.IOStreams),
 	)

@@ -1,6 +1,6 @@
 // Package cli is kubectl-shelljob, the kubectl plugin that gives terminal
 // users the jobs that the Telegram bot gives chat admins: exec, repl,
-// console, logs, ls, stop, pools and render.
+// console, logs, ls, stop, approve, deny, pools and render.
 //
 // [NewCmd] builds the root command from [Options]; each subcommand lives in
 // a file of its own, with options that Complete reads from the command line

@@ -219,7 +219,7 @@ func (f *fakeJobs) Create(ctx context.Context, job *shellv1alpha1.ShellJob, _ me
 	}
 	if f.requireUser && job.Spec.Origin.User == "" {
 		return nil, apierrors.NewForbidden(shellv1alpha1.GroupVersion.WithResource("shelljobs").GroupResource(), "",
-			errors.New("spec.origin.user must be the user who creates the job, alice"))
+			errors.New("spec.origin.user of a job from the CLI must be the user who creates it, alice"))
 	}
 	job = job.DeepCopy()
 	// As the API server does; controller-runtime's fake client does not.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // maxCommand is the API's limit on a command, in bytes
@@ -43,6 +45,22 @@ func (c *Cluster) getJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJ
 		return nil, fmt.Errorf("no shelljob #%d in namespace %s", n, c.Namespace)
 	}
 	return c.Jobs.Get(ctx, ref, metav1.GetOptions{})
+}
+
+// findJob is getJob with an error for people: "No running command #3
+// here." for a number, "shelljob "x" not found" for a name.
+func (c *Cluster) findJob(ctx context.Context, ref string) (*shellv1alpha1.ShellJob, error) {
+	j, err := c.getJob(ctx, ref)
+	if err == nil {
+		return j, nil
+	}
+	if n, nerr := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); nerr == nil {
+		return nil, errors.New(texts.NoSuchJob(n))
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("shelljob %q not found", ref)
+	}
+	return nil, err
 }
 
 // listJobs lists the namespace's ShellJobs a page at a time, so that no
@@ -104,7 +122,7 @@ func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn f
 // stopJob asks the job to stop with reason User, as the chat's .k does
 // (shelljob.Stop).
 func (c *Cluster) stopJob(ctx context.Context, name string) (shelljob.StopOutcome, error) {
-	out, _, err := shelljob.Stop(ctx, jobPatcher{c.Jobs}, name, shellv1alpha1.StopReasonUser)
+	out, _, err := shelljob.Stop(ctx, jobPatcher{c.Jobs}, name, shellv1alpha1.StopReasonUser, "")
 	return out, err
 }
 

@@ -72,14 +72,14 @@ func (l *LsOptions) Run(ctx context.Context) error {
 	return w.Flush()
 }
 
-// owner is who made the job: the Kubernetes user for the CLI, tg:ID for a
-// Telegram user.
+// owner is who made the job: the Kubernetes user it was created as, or
+// tg:ID for a Telegram job of an older bot, which recorded no such user.
 func owner(j *shellv1alpha1.ShellJob) string {
-	switch {
-	case j.Spec.Origin.User == "":
-		return "<none>"
-	case j.Spec.Origin.Source == shellv1alpha1.OriginTelegram:
-		return "tg:" + j.Spec.Origin.User
+	if u := shelljob.KubernetesUser(j); u != "" {
+		return u
 	}
-	return j.Spec.Origin.User
+	if id, ok := shelljob.TelegramUser(j); ok {
+		return "tg:" + strconv.FormatInt(id, 10)
+	}
+	return "<none>"
 }

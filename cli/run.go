@@ -32,6 +32,9 @@ const (
 	// ExitInterrupted is the exit code of a detach or a job stopped before
 	// it ran: 128+SIGINT.
 	ExitInterrupted = 130
+	// ExitNotApproved is the exit code of a job denied, or not approved in
+	// time: it never ran, as a shell's "cannot execute".
+	ExitNotApproved = 126
 )
 
 // outputWait is the longest exec waits, once its job has ended, for the
@@ -228,7 +231,8 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 	var (
 		last    = sj
 		stopped bool
-		queued  bool
+		// waiting is what the terminal was last told the job waits for.
+		waiting string
 		steps   int
 	)
 	for {
@@ -255,10 +259,9 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			fmt.Fprintln(r.ErrOut, outcome.Text(last.Status.Number)+" (Ctrl-C again to detach)")
 		case j := <-jobs:
 			last = j
-			if !queued && j.Status.Pod == "" && shelljob.Phase(j) == shellv1alpha1.PhaseQueued && j.Status.Number != 0 &&
-				shelljob.IsWaiting(j) {
-				queued = true
-				fmt.Fprintln(r.ErrOut, texts.HeaderQueued(j.Status.Number))
+			if w := waitingFor(j); w != "" && w != waiting {
+				waiting = w
+				fmt.Fprintln(r.ErrOut, w)
 			}
 			for ; steps < len(j.Status.StopSteps); steps++ {
 				s := j.Status.StopSteps[steps]
@@ -274,6 +277,25 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			return r.finish(ctx, j, o, f)
 		}
 	}
+}
+
+// waitingFor is what the terminal says of a job that waits: for approval,
+// for its author's other jobs, for a free worker; "" for one that does
+// not.
+func waitingFor(j *shellv1alpha1.ShellJob) string {
+	n := j.Status.Number
+	switch {
+	case n == 0 || shelljob.IsFinished(j) || shelljob.IsAssigned(j):
+		return ""
+	case shelljob.IsAwaitingApproval(j):
+		return texts.HeaderAwaitingApproval(n)
+	case !shelljob.IsWaiting(j) || shelljob.Phase(j) != shellv1alpha1.PhaseQueued:
+		return ""
+	}
+	if own, ok := texts.RunningOfUser(j); ok {
+		return texts.HeaderWaitingOwn(n, own)
+	}
+	return texts.HeaderQueued(n)
 }
 
 // finish waits for the output of the ended job j, saves its files and
@@ -354,11 +376,17 @@ func (r *runner) exitCode(j *shellv1alpha1.ShellJob) (int, error) {
 	case e.TimedOut:
 		fmt.Fprintf(r.ErrOut, "⏹ #%d stopped: no output for %ds (--timeout).\n", n, idleTimeout(j))
 		return ExitTimeout, nil
+	case e.NotApproved:
+		fmt.Fprintln(r.ErrOut, texts.EndNote(e))
+		return ExitNotApproved, nil
 	case e.Reason == shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun:
 		fmt.Fprintln(r.ErrOut, texts.StoppedBeforeRun)
 		return ExitInterrupted, nil
 	case e.ExitCode < 0:
 		return 1, fmt.Errorf("#%d ended without an exit status: %s: %s", n, e.Reason, e.Message)
+	case e.Stopped && e.StopBy != r.user:
+		// Someone else stopped it: say who.
+		fmt.Fprintln(r.ErrOut, texts.StoppedByNote(e.StopBy, e.ExitCode))
 	case e.Stopped:
 		fmt.Fprintln(r.ErrOut, texts.StoppedNote(e.ExitCode))
 	}

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
@@ -86,13 +83,8 @@ func (s *StopOptions) Run(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ref := range s.Jobs {
-		j, err := c.getJob(ctx, ref)
+		j, err := c.findJob(ctx, ref)
 		if err != nil {
-			if n, nerr := strconv.ParseInt(strings.TrimPrefix(ref, "#"), 10, 64); nerr == nil {
-				err = errors.New(texts.NoSuchJob(n))
-			} else if apierrors.IsNotFound(err) {
-				err = fmt.Errorf("shelljob %q not found", ref)
-			}
 			errs = append(errs, err)
 			continue
 		}

@@ -9,6 +9,8 @@
 //     patch, the metrics of its milestones) and the watches that feed
 //     the queues; then one file per phase: shelljob_start.go (queued: the
 //     placement's decision recorded; assigned: the command started),
+//     shelljob_approval.go (a job of a pool that requires approval waits
+//     for it, and ends without running when denied or expired),
 //     shelljob_stop.go (running: a stop or a timeout escalates signals;
 //     a queued job stopped never runs) and shelljob_end.go (the exit, a
 //     lost worker, the hold's timeout, the TTL).
@@ -27,7 +29,8 @@
 //
 // The rules the reconcilers apply are in internal/scheduler (where a job
 // goes: FIFO per pool, the modes, the preferred worker, the revisions, a
-// full spool) and internal/shelljob (a job's timeout, how an exit or a
+// full spool, a user's fair share, an approval awaited) and
+// internal/shelljob (a job's timeout, its approval, how an exit or a
 // worker's end ends it, the status helpers).
 //
 // The operator is namespaced: it watches the namespace it runs in, and its
@@ -36,6 +39,10 @@
 //
 // Who writes what: the operator owns every ShellJob's status, its
 // finalizer, the worker pods and the job counter ConfigMap; clients create
-// jobs and may set only spec.stop, spec.stopReason and spec.hold. A stop
-// for a timeout is therefore recorded in status.stopReason, never in spec.
+// jobs and may set only spec.stop, spec.stopReason, spec.stopBy, spec.hold
+// and spec.approval, which the chart's admission policies check against
+// the caller's rights on the job's pool. A stop for a timeout is therefore
+// recorded in status.stopReason, never in spec. The operator trusts what
+// the API server admitted: it names spec.stopBy and spec.approval.by in
+// its Events as they are.
 package controllers

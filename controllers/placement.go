@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -183,9 +184,7 @@ func (p *placer) schedule(ctx context.Context, h scheduler.Head) error {
 			}
 		}
 		rev := Revision(pool, p.workerImage, p.workerSecurity)
-		for _, a := range scheduler.Schedule(
-			scheduler.Pool{Revision: rev, Replicas: pool.Spec.Replicas, StatefulWorker: pool.Spec.StatefulWorker},
-			workers, snapshot) {
+		for _, a := range scheduler.Schedule(schedulerPool(pool, rev), workers, snapshot) {
 			j := byName[a.Job]
 			d := scheduler.Placement{Decision: a.Decision}
 			if a.Pod != "" {
@@ -200,6 +199,18 @@ func (p *placer) schedule(ctx context.Context, h scheduler.Head) error {
 		p.decide(ctx, d.job, d.Placement)
 	}
 	return nil
+}
+
+// schedulerPool is what the scheduler needs of a pool of revision rev.
+func schedulerPool(pool *shellv1alpha1.ShellPool, rev string) scheduler.Pool {
+	return scheduler.Pool{
+		Name:              pool.Name,
+		Revision:          rev,
+		Replicas:          pool.Spec.Replicas,
+		StatefulWorker:    pool.Spec.StatefulWorker,
+		MaxRunningPerUser: ptr.Deref(pool.Spec.MaxRunningPerUser, 0),
+		Approval:          pool.Spec.Approval != nil,
+	}
 }
 
 // decideAll gives every job of a pool that cannot place any the same

@@ -253,7 +253,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 		return ctrl.Result{}, err
 	}
 	if job.Status.Number == 0 {
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Queued", "Queue", "Queued as #%d on pool %s", num, shelljob.Pool(job))
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, "Queued", "Queue", "Queued as #%d on pool %s%s", num, shelljob.Pool(job), createdBy(job))
 	}
 	job.Status.Number = num
 	job.Status.Phase = shelljob.Phase(job)
@@ -269,6 +269,15 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	default:
 		return r.queued(ctx, job, now)
 	}
+}
+
+// createdBy is ", created by alice" for a job whose origin names its
+// user, as the Queued Event tells it.
+func createdBy(job *shellv1alpha1.ShellJob) string {
+	if u := job.Spec.Origin.User; u != "" {
+		return ", created by " + u
+	}
+	return ""
 }
 
 // gone drops what this process holds of a job that was deleted, whatever

@@ -39,6 +39,9 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 	if shelljob.IsStopRequested(job) {
 		return r.stoppedBeforeRun(ctx, job, now)
 	}
+	if res, held, err := r.approval(ctx, job, now); held || err != nil {
+		return res, err
+	}
 	r.queues.AddOrUpdate(job.DeepCopy())
 	d, ok := r.placement.decision(ctx, job)
 	if !ok {

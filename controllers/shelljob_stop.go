@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -104,7 +105,8 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 
 	msg := fmt.Sprintf("#%d: sent %s to process group %d", job.Status.Number, next, job.Status.PGID)
 	if len(sent) == 0 {
-		msg = fmt.Sprintf("#%d stopping (%s): sent %s to process group %d", job.Status.Number, job.Status.StopReason, next, job.Status.PGID)
+		msg = fmt.Sprintf("#%d stopping%s (%s): sent %s to process group %d", job.Status.Number, shelljob.ByStopper(job),
+			job.Status.StopReason, next, job.Status.PGID)
 	}
 	if resp.GroupEmpty {
 		msg += "; the group is empty"
@@ -125,7 +127,12 @@ func (r *ShellJobReconciler) stoppedBeforeRun(ctx context.Context, job *shellv1a
 	job.Status.Phase = shellv1alpha1.PhaseStopped
 	job.Status.Ran = false
 	job.Status.CompletionTime = ptr.To(metav1.NewTime(now))
-	msg := fmt.Sprintf("Stopped before it ran (%s)", job.Status.StopReason)
+	if c := meta.FindStatusCondition(job.Status.Conditions, shellv1alpha1.ShellJobApproved); c != nil &&
+		c.Reason == shellv1alpha1.ShellJobApprovedReasonAwaitingApproval {
+		// It awaits nothing any more.
+		meta.RemoveStatusCondition(&job.Status.Conditions, shellv1alpha1.ShellJobApproved)
+	}
+	msg := fmt.Sprintf("Stopped%s before it ran (%s)", shelljob.ByStopper(job), job.Status.StopReason)
 	shelljob.SetFinishedCondition(job, now, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, msg)
 	r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, shellv1alpha1.ShellJobFinishedReasonStoppedBeforeRun, "Stop", "#%d %s", job.Status.Number, msg)
 	return r.finished(ctx, job, now, true)

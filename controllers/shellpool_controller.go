@@ -222,7 +222,8 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		switch {
 		case j.Pod != "":
 			load[j.Pod]++
-		case !j.Stopping:
+		case !j.Stopping && (pool.Spec.Approval == nil || j.Approved):
+			// A job that awaits approval waits for no worker yet.
 			queued++
 		}
 	}

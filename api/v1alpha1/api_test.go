@@ -59,6 +59,15 @@ func TestShellPoolDefaults(t *testing.T) {
 	if diff := cmp.Diff(want, pool.Spec, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("spec after create (-want +got):\n%s", diff)
 	}
+	// An approval that names nothing waits ten minutes in the job's chat.
+	approving := utiltesting.MakeShellPool("approving", ns).Obj()
+	approving.Spec.Approval = &shellv1alpha1.ShellPoolApproval{}
+	if err := env.Client.Create(ctx, approving); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got := *approving.Spec.Approval; got != (shellv1alpha1.ShellPoolApproval{TimeoutSeconds: 600}) {
+		t.Errorf("approval after create: %+v, want a timeout of 600 s", got)
+	}
 }
 
 func TestShellJobCreateValidation(t *testing.T) {
@@ -165,6 +174,57 @@ func TestShellJobUpdateValidation(t *testing.T) {
 			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Hold = true },
 			wantErr: "hold can only be cleared",
 		},
+		"stopBy with stop": {
+			job: utiltesting.MakeShellJob("stop-by", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Stop, j.Spec.StopBy = true, "bob"
+			},
+		},
+		"stopBy without stop": {
+			job:     utiltesting.MakeShellJob("stop-by-alone", ns),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.StopBy = "bob" },
+			wantErr: "stopBy is set with stop",
+		},
+		"stopBy after stop": {
+			job:     utiltesting.MakeShellJob("stop-by-after", ns).Stop(shellv1alpha1.StopReasonUser).StopBy("alice"),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.StopBy = "bob" },
+			wantErr: "stopBy cannot change once stop is set",
+		},
+		"stopBy added after stop": {
+			job:     utiltesting.MakeShellJob("stop-by-added", ns).Stop(shellv1alpha1.StopReasonUser),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.StopBy = "bob" },
+			wantErr: "stopBy cannot change once stop is set",
+		},
+		"approval set": {
+			job: utiltesting.MakeShellJob("approve", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: shellv1alpha1.ApprovalApproved, By: "bob", TelegramUser: 42}
+			},
+		},
+		"approval changed": {
+			job:     utiltesting.MakeShellJob("reapprove", ns).Approval(shellv1alpha1.ApprovalDenied, "bob"),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Approval.Decision = shellv1alpha1.ApprovalApproved },
+			wantErr: "approval cannot change once set",
+		},
+		"approval removed": {
+			job:     utiltesting.MakeShellJob("unapprove", ns).Approval(shellv1alpha1.ApprovalApproved, "bob"),
+			update:  func(j *shellv1alpha1.ShellJob) { j.Spec.Approval = nil },
+			wantErr: "approval cannot change once set",
+		},
+		"approval of no one": {
+			job: utiltesting.MakeShellJob("anonymous", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: shellv1alpha1.ApprovalApproved}
+			},
+			wantErr: "spec.approval.by",
+		},
+		"approval of another kind": {
+			job: utiltesting.MakeShellJob("maybe", ns),
+			update: func(j *shellv1alpha1.ShellJob) {
+				j.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: "Maybe", By: "bob"}
+			},
+			wantErr: "spec.approval.decision: Unsupported value",
+		},
 		"limits may change": {
 			job: utiltesting.MakeShellJob("limits", ns),
 			update: func(j *shellv1alpha1.ShellJob) {
@@ -202,6 +262,17 @@ func TestShellPoolValidation(t *testing.T) {
 		"negative stateful worker": {
 			pool:    utiltesting.MakeShellPool("negative", ns).StatefulWorker(-1).Obj(),
 			wantErr: "spec.statefulWorker: Invalid value: -1",
+		},
+		"one running job per user": {
+			pool: utiltesting.MakeShellPool("one-each", ns).MaxRunningPerUser(1).Obj(),
+		},
+		"no running job per user": {
+			pool:    utiltesting.MakeShellPool("none-each", ns).MaxRunningPerUser(0).Obj(),
+			wantErr: "spec.maxRunningPerUser: Invalid value: 0",
+		},
+		"negative approval timeout": {
+			pool:    utiltesting.MakeShellPool("negative-wait", ns).Approval(-1).Obj(),
+			wantErr: "spec.approval.timeoutSeconds: Invalid value: -1",
 		},
 	}
 	for name, tc := range cases {
@@ -370,11 +441,19 @@ func TestPrinterColumns(t *testing.T) {
 	if err := env.Client.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
+	approved := utiltesting.MakeShellJob("approved", ns).Command("uptime").Approval(shellv1alpha1.ApprovalApproved, "bob").Obj()
+	if err := env.Client.Create(ctx, approved); err != nil {
+		t.Fatal(err)
+	}
 	job.Status = shellv1alpha1.ShellJobStatus{
 		Number: 7, Summary: "echo hi", Phase: shellv1alpha1.PhaseSucceeded,
 		ExitCode: ptr.To[int32](0), Pod: "shell-abc12-0", Ran: true,
 	}
 	if err := env.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	approved.Status = shellv1alpha1.ShellJobStatus{Number: 8, Summary: "uptime", Phase: shellv1alpha1.PhaseQueued}
+	if err := env.Client.Status().Update(ctx, approved); err != nil {
 		t.Fatal(err)
 	}
 	pool := utiltesting.MakeShellPool("shell", ns).Replicas(4).Obj()
@@ -392,14 +471,19 @@ func TestPrinterColumns(t *testing.T) {
 		wantRow    []string
 	}{
 		"get sj": {
-			args:       []string{"get", "sj"},
-			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "AGE", "COMMAND"},
+			args:       []string{"get", "sj", "hello"},
+			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "APPROVER", "AGE", "COMMAND"},
 			wantRow:    []string{"hello", "7", "shell", "Fork", "Succeeded", "0", "tester", "*", "echo", "hi"},
 		},
 		"get shelljobs -o wide": {
-			args:       []string{"get", "shelljobs", "-o", "wide"},
-			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "AGE", "COMMAND", "POD"},
+			args:       []string{"get", "shelljobs", "hello", "-o", "wide"},
+			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "APPROVER", "AGE", "COMMAND", "POD"},
 			wantRow:    []string{"hello", "7", "shell", "Fork", "Succeeded", "0", "tester", "*", "echo", "hi", "shell-abc12-0"},
+		},
+		"get sj of an approved job": {
+			args:       []string{"get", "sj", "approved"},
+			wantHeader: []string{"NAME", "#", "POOL", "MODE", "PHASE", "EXIT", "OWNER", "APPROVER", "AGE", "COMMAND"},
+			wantRow:    []string{"approved", "8", "shell", "Fork", "Queued", "tester", "bob", "*", "uptime"},
 		},
 		"get sp": {
 			args:       []string{"get", "sp"},

@@ -70,17 +70,27 @@ const (
 )
 
 // ShellJobOrigin records who asked for a job and where its output goes.
-// Clients use it to find their jobs again after a restart.
+// Clients use it to find their jobs again after a restart. An admission
+// policy ties it to the request that creates the job: User is the
+// creator's Kubernetes user name, and only the bot, impersonating the
+// identity the chart maps a Telegram user to, creates a Telegram job.
 type ShellJobOrigin struct {
 	// Source is the client that created the job.
 	// +required
 	Source OriginSource `json:"source"`
 
-	// User is the stable id of the person who sent the command: a Telegram
-	// user id, or the Kubernetes user name for the CLI.
+	// User is the Kubernetes user name of the person who sent the command:
+	// the CLI's caller, or the identity the bot impersonated for a Telegram
+	// user (TelegramUser). Jobs of older bots hold the Telegram user id
+	// here, and no TelegramUser: shelljob.TelegramUser reads both.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	User string `json:"user,omitempty"`
+
+	// TelegramUser is the Telegram user id of the sender of a Telegram
+	// command.
+	// +optional
+	TelegramUser int64 `json:"telegramUser,omitempty"`
 
 	// Chat is the Telegram chat of the command message, as a Bot API chat id
 	// (negative for groups). Empty for guest queries and the CLI.
@@ -102,10 +112,45 @@ type ShellJobOrigin struct {
 	GuestQuery string `json:"guestQuery,omitempty"`
 }
 
+// ApprovalDecision is a person's decision on a job that waits for approval.
+// +kubebuilder:validation:Enum=Approved;Denied
+type ApprovalDecision string
+
+const (
+	// ApprovalApproved lets the job run.
+	ApprovalApproved ApprovalDecision = "Approved"
+	// ApprovalDenied ends the job without running it.
+	ApprovalDenied ApprovalDecision = "Denied"
+)
+
+// ShellJobApproval is the decision on a job of a pool that requires
+// approval (ShellPool spec.approval). It is set once; an admission policy
+// checks that By is the person who sets it, that they are not the job's
+// author, and that they may approve on the job's pool.
+type ShellJobApproval struct {
+	// Decision is Approved or Denied.
+	// +required
+	Decision ApprovalDecision `json:"decision"`
+
+	// By is the Kubernetes user name of the person who decided.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	By string `json:"by"`
+
+	// TelegramUser is the Telegram user id of the person who decided, when
+	// they did in a chat (the bot impersonating them).
+	// +optional
+	TelegramUser int64 `json:"telegramUser,omitempty"`
+}
+
 // ShellJobSpec is one shell command and how to run it.
 // +kubebuilder:validation:XValidation:rule="!has(self.hold) || !self.hold || (has(oldSelf.hold) && oldSelf.hold)",message="hold can only be cleared"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stop) && self.stop)",message="stop cannot be undone"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stopReason) == has(oldSelf.stopReason) && (!has(self.stopReason) || self.stopReason == oldSelf.stopReason))",message="stopReason cannot change once stop is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.stopBy) || (has(self.stop) && self.stop)",message="stopBy is set with stop"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || !oldSelf.stop || (has(self.stopBy) == has(oldSelf.stopBy) && (!has(self.stopBy) || self.stopBy == oldSelf.stopBy))",message="stopBy cannot change once stop is set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && self.approval == oldSelf.approval)",message="approval cannot change once set"
 type ShellJobSpec struct {
 	// Command is the shell code to run, as given to `zsh -c`.
 	// +required
@@ -153,6 +198,22 @@ type ShellJobSpec struct {
 	// +optional
 	StopReason StopReason `json:"stopReason,omitempty"`
 
+	// StopBy is the Kubernetes user name of whoever set Stop. An admission
+	// policy checks that it is the caller (and, where the cluster serves
+	// MutatingAdmissionPolicy, fills it in); it cannot change once Stop is
+	// set. The operator's Events and the job's end name them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	StopBy string `json:"stopBy,omitempty"`
+
+	// Approval is the decision on a job of a pool that requires approval:
+	// the job is not placed until it is Approved, and a Denied one ends
+	// without running. It is set once, by someone allowed to approve on
+	// the pool other than the job's author, which an admission policy
+	// checks. On a pool that requires no approval it changes nothing.
+	// +optional
+	Approval *ShellJobApproval `json:"approval,omitempty"`
+
 	// IdleTimeoutSeconds stops the job, with reason Timeout, after that many
 	// seconds without output. Unset means no idle timeout.
 	// +optional
@@ -176,10 +237,13 @@ type ShellJobSpec struct {
 }
 
 // ShellJobPhase is where a job is in its life.
-// +kubebuilder:validation:Enum=Queued;Running;Stopping;Succeeded;Failed;Stopped
+// +kubebuilder:validation:Enum=AwaitingApproval;Queued;Running;Stopping;Succeeded;Failed;Stopped;Denied;Expired
 type ShellJobPhase string
 
 const (
+	// PhaseAwaitingApproval: its pool requires approval, and no one has
+	// decided yet; it is not placed until someone approves it.
+	PhaseAwaitingApproval ShellJobPhase = "AwaitingApproval"
 	// PhaseQueued: waiting for a worker of its pool.
 	PhaseQueued ShellJobPhase = "Queued"
 	// PhaseRunning: the command runs on Status.Pod.
@@ -194,6 +258,11 @@ const (
 	// PhaseStopped: the command ended after a stop, or never ran because it
 	// was stopped while queued (Status.Ran is false then).
 	PhaseStopped ShellJobPhase = "Stopped"
+	// PhaseDenied: someone denied the job its approval; it never ran.
+	PhaseDenied ShellJobPhase = "Denied"
+	// PhaseExpired: no one decided on the job within its pool's approval
+	// timeout; it never ran.
+	PhaseExpired ShellJobPhase = "Expired"
 )
 
 // Signal names a signal sent to a job's process group.
@@ -235,6 +304,11 @@ const (
 	// ShellJobFinished is True once the command has ended, or the job was
 	// stopped before it ran. Its reason says how it ended.
 	ShellJobFinished = "Finished"
+	// ShellJobApproved is on the jobs of pools that require approval: False
+	// while the job awaits a decision (AwaitingApproval), True once
+	// approved, False again if denied or expired. Its message names who
+	// decided.
+	ShellJobApproved = "Approved"
 )
 
 // Reasons of the ShellJob conditions.
@@ -276,6 +350,28 @@ const (
 	// have no room left in their spools, full of output not delivered yet;
 	// it waits until deliveries free some room.
 	ShellJobScheduledReasonSpoolFull = "SpoolFull"
+	// ShellJobScheduledReasonMaxRunningPerUser: the job's user already has
+	// as many jobs on workers of the pool as its maxRunningPerUser allows;
+	// it waits for one of them to end, and other users' jobs behind it go
+	// first.
+	ShellJobScheduledReasonMaxRunningPerUser = "MaxRunningPerUser"
+	// ShellJobScheduledReasonAwaitingApproval: the job's pool requires
+	// approval, and the job has none yet.
+	ShellJobScheduledReasonAwaitingApproval = "AwaitingApproval"
+)
+
+// Reasons of the Approved condition, and more of the Finished condition.
+const (
+	// ShellJobApprovedReasonAwaitingApproval: no one has decided yet.
+	ShellJobApprovedReasonAwaitingApproval = "AwaitingApproval"
+	// ShellJobApprovedReasonApproved: someone approved the job.
+	ShellJobApprovedReasonApproved = "Approved"
+	// ShellJobFinishedReasonDenied (Approved and Finished): someone denied
+	// the job; it never ran.
+	ShellJobFinishedReasonDenied = "Denied"
+	// ShellJobFinishedReasonApprovalExpired (Approved and Finished): no one
+	// decided within the pool's approval timeout; the job never ran.
+	ShellJobFinishedReasonApprovalExpired = "ApprovalExpired"
 )
 
 // ShellJobStatus holds small facts about a job. Its output is never stored
@@ -360,7 +456,8 @@ type ShellJobStatus struct {
 	// +kubebuilder:validation:MaxItems=3
 	StopSteps []StopStep `json:"stopSteps,omitempty"`
 
-	// Conditions: Scheduled and Finished.
+	// Conditions: Scheduled, Finished, and Approved on the jobs of pools
+	// that require approval.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -377,6 +474,7 @@ type ShellJobStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.origin.user`
+// +kubebuilder:printcolumn:name="Approver",type=string,JSONPath=`.spec.approval.by`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.status.summary`
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.pod`,priority=1

@@ -118,9 +118,41 @@ type ShellPoolSpec struct {
 
 	// RestartedAt, when changed, makes a new revision, as
 	// `kubectl rollout restart` does: new workers come up, and old ones take
-	// no new jobs and go once their running jobs end.
+	// no new jobs and go once their running jobs end. Changing it needs the
+	// restart verb on the pool (an admission policy checks it).
 	// +optional
 	RestartedAt *metav1.Time `json:"restartedAt,omitempty"`
+
+	// MaxRunningPerUser caps the jobs of one user (a job's
+	// spec.origin.user) that hold workers of the pool at once, Direct jobs
+	// included. A job whose user is at the cap waits, and the jobs of other
+	// users behind it are placed past it; one user's jobs keep their order.
+	// Unset: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxRunningPerUser *int32 `json:"maxRunningPerUser,omitempty"`
+
+	// Approval makes every job of the pool wait, unplaced, until someone
+	// allowed to approve on the pool, other than its author, approves it
+	// (the job's spec.approval). Unset: jobs need no approval.
+	// +optional
+	Approval *ShellPoolApproval `json:"approval,omitempty"`
+}
+
+// ShellPoolApproval says how the jobs of a pool are approved.
+type ShellPoolApproval struct {
+	// TimeoutSeconds is how long a job waits for a decision, from when the
+	// operator puts it in AwaitingApproval; a job not decided by then ends
+	// as Expired without running. Defaults to 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// Chat is the Telegram chat (a Bot API chat id) where the bot asks the
+	// approvers. 0, the default: the job's own chat.
+	// +optional
+	Chat int64 `json:"chat,omitempty"`
 }
 
 // OldRevision is a retired revision whose workers still run jobs.

@@ -11,6 +11,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // State is where a job is, as the bot sees it.
@@ -41,6 +42,8 @@ type Info struct {
 	Guest string
 	// Command is the shell code.
 	Command string
+	// Pool is the ShellPool the job runs on.
+	Pool string
 	// Created is when the bot took the command.
 	Created time.Time
 }
@@ -63,6 +66,16 @@ type Job struct {
 	ended bool
 	// waiting: the operator could not place it yet.
 	waiting bool
+	// own is how many of its author's jobs it waits for, at its pool's
+	// maxRunningPerUser; 0 when it waits for nothing of theirs.
+	own int
+	// awaitingApproval: no one has decided on it yet, and its pool
+	// requires someone to.
+	awaitingApproval bool
+	// approvalChat and approvalMsg are the message that asks for its
+	// approval, 0 for none.
+	approvalChat int64
+	approvalMsg  int
 	// stopSending ends the sending of its files, while they are sent.
 	stopSending func()
 	changed     chan struct{}
@@ -136,6 +149,43 @@ func (j *Job) Waiting() bool {
 	return j.stateLocked() == Queued && j.waiting
 }
 
+// WaitingOwn is how many of its author's jobs the job waits for, as the
+// operator said (texts.RunningOfUser): 0 when it does not wait, or waits
+// for anything else.
+func (j *Job) WaitingOwn() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stateLocked() != Queued || !j.waiting {
+		return 0
+	}
+	return j.own
+}
+
+// AwaitingApproval tells whether the job waits for someone to approve or
+// deny it: the operator put it in AwaitingApproval, and no decision is
+// recorded.
+func (j *Job) AwaitingApproval() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return !j.ended && !j.stopped && j.awaitingApproval
+}
+
+// SetApprovalMessage records the message that asks for the job's
+// approval: message msg of chat.
+func (j *Job) SetApprovalMessage(chat int64, msg int) {
+	j.mu.Lock()
+	j.approvalChat, j.approvalMsg = chat, msg
+	j.mu.Unlock()
+}
+
+// ApprovalMessage is the chat and the id of the message that asks for the
+// job's approval, zeros for none.
+func (j *Job) ApprovalMessage() (int64, int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.approvalChat, j.approvalMsg
+}
+
 // Stopped returns whether the job was asked to stop, and why.
 func (j *Job) Stopped() (bool, shellv1alpha1.StopReason) {
 	j.mu.Lock()
@@ -151,6 +201,8 @@ func (j *Job) Observe(obj *shellv1alpha1.ShellJob) {
 	}
 	j.summary = shelljob.SummaryOf(obj)
 	j.waiting = shelljob.IsWaiting(obj)
+	j.own, _ = texts.RunningOfUser(obj)
+	j.awaitingApproval = shelljob.IsAwaitingApproval(obj) && obj.Spec.Approval == nil
 	phase := shelljob.Phase(obj)
 	switch {
 	case shelljob.IsFinished(obj):
@@ -317,6 +369,18 @@ func (r *Registry) Find(chat int64, msg int) *Job {
 func (r *Registry) ByNumber(n int64) *Job {
 	for _, j := range r.All() {
 		if j.Number() == n {
+			return j
+		}
+	}
+	return nil
+}
+
+// ByUID returns the job whose ShellJob has uid.
+func (r *Registry) ByUID(uid string) *Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		if j.UID == uid {
 			return j
 		}
 	}

@@ -1,9 +1,13 @@
 package kube_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,23 +17,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/bot/kube"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
-func telegramSpec(cmd string, user string) shellv1alpha1.ShellJobSpec {
+// telegramSpec is the job of a command of the chat admin tg, as the bot
+// makes it.
+func telegramSpec(cmd string, tg int64) shellv1alpha1.ShellJobSpec {
 	return shellv1alpha1.ShellJobSpec{
 		Command: cmd,
 		Mode:    shellv1alpha1.ModeFork,
 		Pool:    shellv1alpha1.DefaultPool,
 		Origin: shellv1alpha1.ShellJobOrigin{
-			Source: shellv1alpha1.OriginTelegram, User: user,
+			Source: shellv1alpha1.OriginTelegram, User: identity.Default(tg).User, TelegramUser: tg,
 			Chat: -1001234567890, Topic: 7, Message: 42,
 		},
 	}
@@ -100,17 +107,17 @@ func TestSubmitTwice(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := newCluster(t, env.Config, ns)
-	spec := telegramSpec("echo once", "1")
+	c := newCluster(t, ns)
+	spec := telegramSpec("echo once", ada)
 	name := shelljob.TelegramName(spec.Origin, time.Now())
-	first, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	first, err := admin(c, ada).Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.Name != name {
 		t.Errorf("name = %q, want %q", first.Name, name)
 	}
-	again, err := c.Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
+	again, err := admin(c, ada).Submit(ctx, name, spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"msg":1}`})
 	if !errors.Is(err, bot.ErrJobExists) {
 		t.Fatalf("second submit: %v, want ErrJobExists", err)
 	}
@@ -130,11 +137,11 @@ func TestJobLifecycle(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := newCluster(t, env.Config, ns)
+	c := newCluster(t, ns)
 
-	spec := telegramSpec("sleep 100", "1001")
+	spec := telegramSpec("sleep 100", bob)
 	spec.Hold = true
-	sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
+	sj, err := admin(c, bob).Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: `{"chat":{"id":-1001234567890}}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +157,11 @@ func TestJobLifecycle(t *testing.T) {
 		s.Number, s.Phase, s.Pod, s.Revision = 1, shellv1alpha1.PhaseQueued, "shell-abc", "r1"
 	})
 	w.waitFor(t, "the pod", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Pod == "shell-abc" && sj.Status.Number == 1 })
-	if err := c.Release(ctx, name); err != nil {
+	if err := admin(c, bob).Release(ctx, name); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	w.waitFor(t, "the release", func(sj *shellv1alpha1.ShellJob) bool { return !sj.Spec.Hold })
-	if err := c.Release(ctx, name); err != nil {
+	if err := admin(c, bob).Release(ctx, name); err != nil {
 		t.Errorf("second release: %v", err)
 	}
 
@@ -165,8 +172,8 @@ func TestJobLifecycle(t *testing.T) {
 		return sj.Status.Phase == shellv1alpha1.PhaseRunning && sj.Status.Ran
 	})
 
-	// Stop: the first reason stays.
-	if out, sj, err := c.Stop(ctx, name, shellv1alpha1.StopReasonUser); err != nil || out != shelljob.StopSent || !sj.Spec.Stop {
+	// Stop: the first reason stays, and names its stopper.
+	if out, sj, err := admin(c, bob).Stop(ctx, name); err != nil || out != shelljob.StopSent || !sj.Spec.Stop || sj.Spec.StopBy != identity.Default(bob).User {
 		t.Fatalf("stop: %v, %v, %+v", out, err, sj)
 	}
 	w.waitFor(t, "the stop", func(sj *shellv1alpha1.ShellJob) bool { return sj.Spec.Stop })
@@ -211,17 +218,23 @@ func TestJobLifecycle(t *testing.T) {
 func TestConcurrentStops(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	c := newCluster(t, env.Config, ns)
+	c := newCluster(t, ns)
 	for range 5 {
-		sj, err := c.Submit(ctx, "", telegramSpec("sleep 1", "1"), nil)
+		sj, err := admin(c, ada).Submit(ctx, "", telegramSpec("sleep 1", ada), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		errs := make(chan error, 2)
 		outs := make(chan shelljob.StopOutcome, 2)
-		for _, r := range []shellv1alpha1.StopReason{shellv1alpha1.StopReasonUser, shellv1alpha1.StopReasonShutdown} {
+		// The admin's stop, and the bot's own as it goes offline.
+		for _, stop := range []func() (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error){
+			func() (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) { return admin(c, ada).Stop(ctx, sj.Name) },
+			func() (shelljob.StopOutcome, *shellv1alpha1.ShellJob, error) {
+				return c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonShutdown)
+			},
+		} {
 			go func() {
-				out, _, err := c.Stop(ctx, sj.Name, r)
+				out, _, err := stop()
 				outs <- out
 				errs <- err
 			}()
@@ -248,8 +261,8 @@ func TestConcurrentStops(t *testing.T) {
 // a change.
 func TestWatchOutlivesItsContext(t *testing.T) {
 	ns := namespace(t)
-	c := newCluster(t, env.Config, ns)
-	sj, err := c.Submit(context.Background(), "", telegramSpec("true", "1"), nil)
+	c := newCluster(t, ns)
+	sj, err := admin(c, ada).Submit(context.Background(), "", telegramSpec("true", ada), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,21 +283,21 @@ func TestWatchOutlivesItsContext(t *testing.T) {
 func TestListRestartPoolAndDelivered(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	c := newCluster(t, env.Config, ns)
+	c := newCluster(t, ns)
 
 	// A CLI job is not the bot's.
 	cli := &shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "cli", Namespace: ns},
 		Spec:       shellv1alpha1.ShellJobSpec{Command: "true", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
 	}
-	if err := env.Client.Create(ctx, cli); err != nil {
+	if err := person(t, "me").Create(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	guest := telegramSpec("uptime", "2")
+	guest := telegramSpec("uptime", bob)
 	guest.Origin.Chat, guest.Origin.Topic, guest.Origin.Message, guest.Origin.GuestQuery = 0, 0, 0, "123456789012345"
 	var names []string
-	for _, spec := range []shellv1alpha1.ShellJobSpec{telegramSpec("a", "1"), telegramSpec("b", "1"), guest} {
-		sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	for _, spec := range []shellv1alpha1.ShellJobSpec{telegramSpec("a", ada), telegramSpec("b", ada), guest} {
+		sj, err := c.As(identity.Default(spec.Origin.TelegramUser)).Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,16 +332,13 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	if _, ok := byName[names[0]].Annotations[shellv1alpha1.AnnotationDelivered]; ok {
 		t.Error("an undelivered job is listed as delivered")
 	}
-	if g := byName[names[2]]; g.Spec.Origin.GuestQuery != "123456789012345" || g.Spec.Origin.User != "2" {
+	if g := byName[names[2]]; g.Spec.Origin.GuestQuery != "123456789012345" || g.Spec.Origin.TelegramUser != bob {
 		t.Errorf("guest origin = %+v", g.Spec.Origin)
 	}
 
 	// Restarting a pool sets spec.restartedAt, and again later.
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
-	if err := env.Client.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
+	if err := admin(c, ada).RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
 		t.Fatalf("restart pool: %v", err)
 	}
 	var sp shellv1alpha1.ShellPool
@@ -340,7 +350,7 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 	}
 	first := sp.Spec.RestartedAt.Time
 	time.Sleep(1100 * time.Millisecond)
-	if err := c.RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
+	if err := admin(c, ada).RestartPool(ctx, shellv1alpha1.DefaultPool); err != nil {
 		t.Fatalf("second restart: %v", err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pool), &sp); err != nil {
@@ -350,7 +360,7 @@ func TestListRestartPoolAndDelivered(t *testing.T) {
 		t.Errorf("second restart: restartedAt %v, first %v", sp.Spec.RestartedAt, first)
 	}
 	// A pool that does not exist is an error, not a new pool.
-	if err := c.RestartPool(ctx, "nope"); err == nil {
+	if err := admin(c, ada).RestartPool(ctx, "nope"); err == nil {
 		t.Error("restarting a missing pool succeeded")
 	}
 }
@@ -375,16 +385,16 @@ func listWhen(t *testing.T, c *kube.Cluster, cond func([]shellv1alpha1.ShellJob)
 func TestCacheKeepsOtherJobsSlim(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
-	c := newCluster(t, env.Config, ns)
+	c := newCluster(t, ns)
 	cli := &shellv1alpha1.ShellJob{
 		ObjectMeta: metav1.ObjectMeta{Name: "cli", Namespace: ns},
 		Spec:       shellv1alpha1.ShellJobSpec{Command: "echo from the cli", Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "me"}},
 	}
-	if err := env.Client.Create(ctx, cli); err != nil {
+	if err := person(t, "me").Create(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, err := c.Submit(ctx, "", telegramSpec(fmt.Sprint("echo ", i), "1"), nil); err != nil {
+		if _, err := admin(c, ada).Submit(ctx, "", telegramSpec(fmt.Sprint("echo ", i), ada), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,25 +419,32 @@ func TestCacheKeepsOtherJobsSlim(t *testing.T) {
 func TestSubmitTimedOut(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
+	botConfig := installChart(t, ns)
+	c := botCluster(t, botConfig, ns)
 	for name, made := range map[string]bool{"carried out": true, "not carried out": false} {
 		t.Run(name, func(t *testing.T) {
-			inner, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := newCluster(t, env.Config, ns)
-			c.Client = interceptor.NewClient(inner, interceptor.Funcs{
-				Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					if made {
-						if err := cl.Create(ctx, obj, opts...); err != nil {
-							return err
-						}
+			// The admins' requests reach the API server as the bot's do,
+			// but a create answers a timeout, carried out or not.
+			cfg := rest.CopyConfig(botConfig)
+			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/shelljobs") {
+						return rt.RoundTrip(req)
 					}
-					return apierrors.NewTimeoutError("the create timed out", 1)
-				},
-			})
+					if made {
+						resp, err := rt.RoundTrip(req)
+						if err != nil {
+							return nil, err
+						}
+						_ = resp.Body.Close()
+					}
+					return timeout(req), nil
+				})
+			}
+			timedOut := &kube.Cluster{Client: c.Client, Namespace: ns, Cache: c.Cache,
+				People: kube.NewPeople(cfg, client.Options{Scheme: env.Scheme, Mapper: env.Client.RESTMapper()})}
 			jobName := "tg-timeout-" + strings.ReplaceAll(name, " ", "-")
-			sj, err := c.Submit(ctx, jobName, telegramSpec("echo once", "1"), nil)
+			sj, err := admin(timedOut, ada).Submit(ctx, jobName, telegramSpec("echo once", ada), nil)
 			switch {
 			case made && (err != nil || sj.Name != jobName || sj.UID == ""):
 				t.Errorf("Submit = %+v, %v; want the job made", sj, err)
@@ -436,4 +453,15 @@ func TestSubmitTimedOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// timeout is the API server's answer to a request that timed out.
+func timeout(req *http.Request) *http.Response {
+	body, _ := json.Marshal(apierrors.NewTimeoutError("the create timed out", 1).Status())
+	return &http.Response{StatusCode: http.StatusGatewayTimeout, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(body)), Request: req}
 }

@@ -20,6 +20,8 @@ import (
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/charttest"
+	"shelljob.dev/shelljob/internal/identity"
 )
 
 // readManifest decodes a file of config/bot into obj.
@@ -34,90 +36,123 @@ func readManifest(t *testing.T, name string, obj any) {
 	}
 }
 
-// botClient applies config/bot's ServiceAccount, Role and RoleBinding in
-// ns, and returns a client config and a client that act as that
-// ServiceAccount.
-func botClient(t *testing.T, ns string) (*rest.Config, client.WithWatch) {
+// botConfig applies config/bot's ServiceAccount, Roles and RoleBindings in
+// ns, and its impersonation ClusterRole and binding, and returns a client
+// config and a client that act as that ServiceAccount, with a token the
+// API server issued for it.
+func botConfig(t *testing.T, ns string) (*rest.Config, client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	var sa corev1.ServiceAccount
-	var role rbacv1.Role
-	var binding rbacv1.RoleBinding
+	var role, telegramRole rbacv1.Role
+	var binding, telegramBinding rbacv1.RoleBinding
+	var impersonate rbacv1.ClusterRole
+	var impersonateBinding rbacv1.ClusterRoleBinding
 	readManifest(t, "service_account.yaml", &sa)
 	readManifest(t, "role.yaml", &role)
 	readManifest(t, "role_binding.yaml", &binding)
-	sa.Namespace, role.Namespace, binding.Namespace = ns, ns, ns
+	readManifest(t, "telegram_role.yaml", &telegramRole)
+	readManifest(t, "telegram_role_binding.yaml", &telegramBinding)
+	readManifest(t, "impersonate_role.yaml", &impersonate)
+	readManifest(t, "impersonate_role_binding.yaml", &impersonateBinding)
+	sa.Namespace, role.Namespace, binding.Namespace, telegramRole.Namespace, telegramBinding.Namespace = ns, ns, ns, ns, ns
 	for i := range binding.Subjects {
 		binding.Subjects[i].Namespace = ns
 	}
-	for _, obj := range []client.Object{&sa, &role, &binding} {
+	// Cluster-wide: named for the test's namespace.
+	impersonate.Name += "-" + ns
+	impersonateBinding.Name, impersonateBinding.RoleRef.Name = impersonate.Name, impersonate.Name
+	impersonateBinding.Subjects[0].Namespace = ns
+	for _, obj := range []client.Object{&sa, &role, &binding, &telegramRole, &telegramBinding, &impersonate, &impersonateBinding} {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("apply %T: %v", obj, err)
 		}
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + sa.Name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &impersonateBinding)
+		_ = env.Client.Delete(context.Background(), &impersonate)
+	})
+	cfg := charttest.ServiceAccount(t, env.Config, ns, sa.Name)
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme, Mapper: env.Client.RESTMapper()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg, c
 }
 
-// The bot's calls work with config/bot's Role, and what it never does is
-// forbidden.
+// The bot's calls work with config/bot's RBAC: as itself, and as the
+// admins of its example, whom it may impersonate; what it never does is
+// forbidden. (The chart's RBAC and policies: newCluster and TestAccess.)
 func TestBotRole(t *testing.T) {
 	ns := namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wns := namespace(t)
-	cfg, bc := botClient(t, ns)
-	c := newCluster(t, cfg, ns)
+	cfg, bc := botConfig(t, ns)
+	c := botCluster(t, cfg, ns)
+	const admin1, notAdmin = 111, 333
 
 	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Name: shellv1alpha1.DefaultPool, Namespace: ns}}
 	if err := env.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	spec := telegramSpec("sleep 5", "1")
+	spec := telegramSpec("sleep 5", admin1)
 	spec.Hold = true
-	sj, err := c.Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
+	sj, err := admin(c, admin1).Submit(ctx, "", spec, map[string]string{shellv1alpha1.AnnotationPreview: "{}"})
 	if err != nil {
-		t.Fatalf("submit as the bot: %v", err)
+		t.Fatalf("submit as an admin: %v", err)
 	}
 	w := watchJob(ctx, c, sj.Name)
 	w.waitFor(t, "the job", func(*shellv1alpha1.ShellJob) bool { return true })
 	setStatus(t, ns, sj.Name, func(s *shellv1alpha1.ShellJobStatus) { s.Phase, s.Pod = shellv1alpha1.PhaseQueued, "shell-0" })
 	w.waitFor(t, "the status", func(sj *shellv1alpha1.ShellJob) bool { return sj.Status.Pod == "shell-0" })
-	_, _, stopErr := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonUser)
+	_, _, stopErr := admin(c, admin1).Stop(ctx, sj.Name)
+	_, _, offlineErr := c.Stop(ctx, sj.Name, shellv1alpha1.StopReasonShutdown)
+	_, poolErr := c.Pool(ctx, shellv1alpha1.DefaultPool)
 	for what, err := range map[string]error{
-		"release":  c.Release(ctx, sj.Name),
-		"stop":     stopErr,
-		"annotate": c.Annotate(ctx, sj.Name, shellv1alpha1.AnnotationDelivered, "now"),
-		"restart":  c.RestartPool(ctx, shellv1alpha1.DefaultPool),
+		"release as the admin":   admin(c, admin1).Release(ctx, sj.Name),
+		"stop as the admin":      stopErr,
+		"stop as the bot":        offlineErr,
+		"annotate as the bot":    c.Annotate(ctx, sj.Name, shellv1alpha1.AnnotationDelivered, "now"),
+		"restart as the admin":   admin(c, admin1).RestartPool(ctx, shellv1alpha1.DefaultPool),
+		"read a pool as the bot": poolErr,
 	} {
 		if err != nil {
-			t.Errorf("%s as the bot: %v", what, err)
+			t.Errorf("%s: %v", what, err)
 		}
 	}
 	listWhen(t, c, func(all []shellv1alpha1.ShellJob) bool { return len(all) == 1 })
 	useStores(t, bc, ns)
 
-	// The jobs' output and files through the stream API, in the bot's
-	// namespace alone; no pod anywhere, and so no exec into a worker: no
-	// server serves the stream API here, so ask.
+	// The jobs' output and files through the stream API: as the admin
+	// whose job it is (myshelljobs, which the stream API serves to the
+	// job's owner alone), in the bot's namespace alone, and never as the
+	// bot itself; no pod anywhere, and so no exec into a worker. No server
+	// serves the stream API here, so ask.
+	ac, err := c.People.Client(identity.Default(admin1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, a := range []authorizationv1.ResourceAttributes{
 		{Verb: "get", Subresource: "log"}, {Verb: "get", Subresource: "files"},
 		{Verb: "create", Subresource: "files"}, {Verb: "update", Subresource: "files"},
 	} {
-		a.Group, a.Resource, a.Name = streamv1alpha1.GroupName, streamv1alpha1.Resource, "j"
-		if a.Namespace = ns; !allowed(t, bc, a) {
-			t.Errorf("%s shelljobs/%s in the bot's namespace is not allowed", a.Verb, a.Subresource)
-		}
-		if a.Namespace = wns; allowed(t, bc, a) {
-			t.Errorf("%s shelljobs/%s in another namespace is allowed", a.Verb, a.Subresource)
+		a.Group, a.Name = streamv1alpha1.GroupName, "j"
+		for _, n := range []string{ns, wns} {
+			a.Namespace, a.Resource = n, streamv1alpha1.Resource
+			if allowed(t, bc, a) {
+				t.Errorf("%s shelljobs/%s in %s is allowed to the bot", a.Verb, a.Subresource, n)
+			}
+			if allowed(t, ac, a) {
+				t.Errorf("%s shelljobs/%s in %s is allowed to an admin", a.Verb, a.Subresource, n)
+			}
+			a.Resource = streamv1alpha1.OwnResource
+			if allowed(t, bc, a) {
+				t.Errorf("%s myshelljobs/%s in %s is allowed to the bot", a.Verb, a.Subresource, n)
+			}
+			if got := allowed(t, ac, a); got != (n == ns) {
+				t.Errorf("%s myshelljobs/%s in %s: allowed %v to an admin", a.Verb, a.Subresource, n, got)
+			}
 		}
 	}
 	for _, n := range []string{ns, wns} {
@@ -133,7 +168,7 @@ func TestBotRole(t *testing.T) {
 		}
 	}
 
-	// What the bot never does.
+	// What the bot never does, as itself or as anyone it may not become.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "shell-0", Namespace: ns},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "shelljob/worker"}}},
@@ -149,20 +184,25 @@ func TestBotRole(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sj), got); err != nil {
 		t.Fatal(err)
 	}
+	mine := &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: ns}, Spec: telegramSpec("true", admin1)}
+	_, notAdminErr := admin(c, notAdmin).Submit(ctx, "", telegramSpec("true", notAdmin), nil)
 	forbidden := map[string]error{
-		"delete a pod":        bc.Delete(ctx, pod),
-		"list pods":           bc.List(ctx, &corev1.PodList{}, client.InNamespace(ns)),
-		"delete a job":        bc.Delete(ctx, got),
-		"update a job status": bc.Status().Update(ctx, got),
-		"read another secret": bc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "other"}, &corev1.Secret{}),
-		"list secrets":        bc.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)),
-		"delete the session":  bc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sessionName, Namespace: ns}}),
-		"delete a pool":       bc.Delete(ctx, pool),
-		"list jobs elsewhere": bc.List(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace("default")),
+		"create a job as itself":       bc.Create(ctx, mine),
+		"restart a pool as itself":     bc.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"restartedAt":"2026-01-02T03:04:05Z"}}`))),
+		"act for someone not an admin": notAdminErr,
+		"delete a pod":                 bc.Delete(ctx, pod),
+		"list pods":                    bc.List(ctx, &corev1.PodList{}, client.InNamespace(ns)),
+		"delete a job":                 bc.Delete(ctx, got),
+		"update a job status":          bc.Status().Update(ctx, got),
+		"read another secret":          bc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "other"}, &corev1.Secret{}),
+		"list secrets":                 bc.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)),
+		"delete the session":           bc.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: sessionName, Namespace: ns}}),
+		"delete a pool":                bc.Delete(ctx, pool),
+		"list jobs elsewhere":          bc.List(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace("default")),
 	}
 	for what, err := range forbidden {
 		if !apierrors.IsForbidden(err) {
-			t.Errorf("%s as the bot = %v, want forbidden", what, err)
+			t.Errorf("%s = %v, want forbidden", what, err)
 		}
 	}
 }

@@ -39,11 +39,17 @@ const (
 	Queued
 	// Stopping: the job was asked to stop and has not ended.
 	Stopping
+	// AwaitingApproval: the job waits for someone to approve or deny it.
+	AwaitingApproval
+	// WaitingOwn: the job waits for some of its author's other jobs to end
+	// (its pool's maxRunningPerUser).
+	WaitingOwn
 )
 
-// Header is the first line of a preview of job n. hint follows it where
-// the preview has no Stop button (texts.StopHint, or the guest form).
-func Header(n int64, s State, hint string) string {
+// Header is the first line of a preview of job n; own is how many of its
+// author's jobs a WaitingOwn job waits for. hint follows it where the
+// preview has no Stop button (texts.StopHint, or the guest form).
+func Header(n int64, s State, own int, hint string) string {
 	var h string
 	switch s {
 	case Running:
@@ -52,6 +58,10 @@ func Header(n int64, s State, hint string) string {
 		h = texts.HeaderQueued(n)
 	case Stopping:
 		h = texts.HeaderStopping(n)
+	case AwaitingApproval:
+		h = texts.HeaderAwaitingApproval(n)
+	case WaitingOwn:
+		h = texts.HeaderWaitingOwn(n, own)
 	default:
 		panic("preview: unknown state")
 	}
@@ -84,6 +94,9 @@ const (
 	StoppedByUser
 	// StoppedByShutdown: the bot went offline.
 	StoppedByShutdown
+	// NotApproved: the job never ran for its pool's approval: someone
+	// denied it, or no one decided in time. Its note says which.
+	NotApproved
 )
 
 // StopOf is the Stop a client's stop reason makes: a timeout, or no
@@ -101,11 +114,15 @@ func StopOf(r shellv1alpha1.StopReason) Stop {
 // Final is a chat job's final text: the output, trimmed, or "The process
 // exited N." when it is empty, then after a blank line the stop note. A
 // job that never ran (ran false) gets the stop note alone, and note after
-// it when set. A negative exitCode
-// is unknown (the worker was lost): an empty output then says nothing.
-// note, when set, ends the final after a blank line: why the output may
-// be cut (texts.WorkerLost).
+// it when set; one that never ran for want of approval (NotApproved) gets
+// its note alone ("⛔ Denied by bob."). A negative exitCode is unknown
+// (the worker was lost): an empty output then says nothing. note, when
+// set, ends the final after a blank line: why the output may be cut
+// (texts.WorkerLost).
 func Final(output string, exitCode int, ran bool, stop Stop, note string) string {
+	if !ran && stop == NotApproved && note != "" {
+		return note
+	}
 	if !ran {
 		head := texts.StoppedBeforeRun
 		if stop == StoppedByShutdown {
@@ -132,7 +149,7 @@ func Final(output string, exitCode int, ran bool, stop Stop, note string) string
 func finalLines(exitCode int, stop Stop, note string) []string {
 	var lines []string
 	switch stop {
-	case NotStopped:
+	case NotStopped, NotApproved:
 	case StoppedByUser:
 		lines = append(lines, texts.StoppedNote(exitCode))
 	case StoppedByShutdown:
@@ -216,6 +233,9 @@ func GuestCaption(outputEnd string, exitCode int, stop Stop, note string) string
 
 // guestText builds a guest final within room UTF-16 units (-1: uncut).
 func guestText(output string, exitCode int, ran bool, stop Stop, note string, room int) string {
+	if !ran && stop == NotApproved {
+		return Final("", exitCode, false, stop, note)
+	}
 	if !ran {
 		return Final("", exitCode, false, stop, "")
 	}
@@ -229,7 +249,7 @@ func guestLines(exitCode int, stop Stop, note string) string {
 		ls = append(ls, texts.GuestExit(exitCode))
 	}
 	switch stop {
-	case NotStopped:
+	case NotStopped, NotApproved:
 	case StoppedByUser:
 		ls = append(ls, texts.GuestStopped)
 	case StoppedByShutdown:

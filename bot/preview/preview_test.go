@@ -3,6 +3,7 @@ package preview
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"shelljob.dev/shelljob/internal/utf16text"
 
@@ -18,7 +19,7 @@ func TestComposeFits(t *testing.T) {
 	}
 	for name, tail := range tests {
 		t.Run(name, func(t *testing.T) {
-			h := Header(3, Running, texts.StopHint)
+			h := Header(3, Running, 0, texts.StopHint)
 			got := Compose(h, tail)
 			if u := utf16text.Len(got); u > PreviewUnits {
 				t.Fatalf("%d units, over %d", u, PreviewUnits)
@@ -35,16 +36,18 @@ func TestComposeFits(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	tests := map[State]string{
-		Running:  "⏳ #3",
-		Queued:   "⏳ #3 waiting for a free shell",
-		Stopping: "⏹ #3 stopping…",
+		Running:          "⏳ #3",
+		Queued:           "⏳ #3 waiting for a free shell",
+		Stopping:         "⏹ #3 stopping…",
+		AwaitingApproval: "⏳ #3 waiting for approval",
+		WaitingOwn:       "⏳ #3 waiting: 4 of your commands are running",
 	}
 	for s, want := range tests {
-		if got := Header(3, s, ""); got != want {
+		if got := Header(3, s, 4, ""); got != want {
 			t.Errorf("Header(%v) = %q, want %q", s, got, want)
 		}
 	}
-	if got := Header(3, Running, " · @bot .k to stop"); got != "⏳ #3 · @bot .k to stop" {
+	if got := Header(3, Running, 0, " · @bot .k to stop"); got != "⏳ #3 · @bot .k to stop" {
 		t.Errorf("guest header %q", got)
 	}
 }
@@ -65,6 +68,8 @@ func TestFinal(t *testing.T) {
 		"shutdown":        {"x", 143, true, StoppedByShutdown, "", "x\n\n⏹ Stopped: the bot is going offline (exit 143)."},
 		"dropped":         {"", 0, false, StoppedByUser, "", "⏹ Stopped before it ran."},
 		"dropped offline": {"", 0, false, StoppedByShutdown, "", "⏹ Stopped before it ran: the bot is going offline."},
+		"denied":          {"", -1, false, NotApproved, texts.DeniedNote("bob"), "⛔ Denied by bob."},
+		"expired":         {"", -1, false, NotApproved, texts.ExpiredNote(10 * time.Minute), "⌛ Not approved within 10 min: it never ran."},
 		"nul":             {"a\x00b", 0, true, NotStopped, "", `a\x00b`},
 		"worker lost":     {"half", -1, true, NotStopped, texts.WorkerLost, "half\n\n" + texts.WorkerLost},
 		"lost, no output": {"", -1, true, NotStopped, texts.WorkerLost, texts.WorkerLost},
@@ -92,6 +97,9 @@ func TestGuest(t *testing.T) {
 	}
 	if got := Guest("", 0, false, StoppedByShutdown, ""); got != texts.StoppedBeforeRunShutdown {
 		t.Errorf("Guest dropped = %q", got)
+	}
+	if got := Guest("", -1, false, NotApproved, texts.DeniedNote("bob")); got != "⛔ Denied by bob." {
+		t.Errorf("Guest denied = %q", got)
 	}
 	if got := Guest("half\n", -1, true, NotStopped, texts.WorkerLost); got != "half\n\n"+texts.WorkerLost {
 		t.Errorf("Guest lost = %q", got)

@@ -23,6 +23,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/cli"
 	"shelljob.dev/shelljob/internal/clustertest"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -99,8 +100,10 @@ func plugin(ctx context.Context, user, ns string, in io.Reader, args ...string) 
 }
 
 // The origin policy refuses a CLI job that names anyone but its creator,
-// and a Telegram job from anyone but the bot (config/bot's account); the plugin names its creator as the
-// API server sees them, so its jobs pass.
+// and a Telegram job from anyone but the bot acting for its sender (the
+// Telegram user extra that only the bot may impersonate, here the admin's
+// impersonation); the plugin names its creator as the API server sees
+// them, so its jobs pass.
 func TestOriginPolicy(t *testing.T) {
 	applyPolicy(t, "origin.yaml", nil)
 	ns := env.Namespace(t, "cli")
@@ -119,21 +122,28 @@ func TestOriginPolicy(t *testing.T) {
 		_ = env.Client.Delete(ctx, forged.Obj())
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err == nil || !strings.Contains(err.Error(), "spec.origin.user must be the user who creates the job, alice") {
+	if err == nil || !strings.Contains(err.Error(), "spec.origin.user of a job from the CLI must be the user who creates it, alice") {
 		t.Fatalf("a forged user: %v", err)
 	}
-	tg := utiltesting.MakeShellJob("tg", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "42"})
-	const onlyBot = "only the shelljob bot's ServiceAccount"
+	tg := utiltesting.MakeShellJob("tg", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "alice", TelegramUser: 42})
+	const onlyBot = "only the shelljob bot creates jobs from Telegram"
 	if err := alice.Create(ctx, tg.Obj()); err == nil || !strings.Contains(err.Error(), onlyBot) {
 		t.Errorf("a Telegram job from a person: %v", err)
 	}
-	other := as(t, "system:serviceaccount:"+ns+":shelljob-bot")
-	if err := other.Create(ctx, tg.Clone().Obj()); err == nil || !strings.Contains(err.Error(), onlyBot) {
-		t.Errorf("a Telegram job from another ServiceAccount: %v", err)
-	}
 	bot := as(t, "system:serviceaccount:shelljob-system:shelljob-bot")
-	if err := bot.Create(ctx, tg.Clone().Obj()); err != nil {
-		t.Errorf("a Telegram job from the bot: %v", err)
+	if err := bot.Create(ctx, tg.Clone().Obj()); err == nil || !strings.Contains(err.Error(), onlyBot) {
+		t.Errorf("a Telegram job from the bot as itself: %v", err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	// A cluster admin by group, as as's users are, so that only the policy
+	// can refuse it.
+	cfg.Impersonate = identity.Identity{TelegramUser: 42, User: "alice", Groups: []string{"system:masters"}}.Impersonation()
+	forAlice, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forAlice.Create(ctx, tg.Clone().Obj()); err != nil {
+		t.Errorf("a Telegram job for its sender: %v", err)
 	}
 	honest := utiltesting.MakeShellJob("honest", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"})
 	if err := alice.Create(ctx, honest.Obj()); err != nil {
@@ -239,7 +249,7 @@ func TestOriginUserFilledIn(t *testing.T) {
 		t.Fatalf("a job that names no user: origin %+v, %v", job.Spec.Origin, err)
 	}
 	forged := utiltesting.MakeShellJob("forged", ns).Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "bob"})
-	if err := alice.Create(ctx, forged.Obj()); err == nil || !strings.Contains(err.Error(), "spec.origin.user must be the user who creates the job, alice") {
+	if err := alice.Create(ctx, forged.Obj()); err == nil || !strings.Contains(err.Error(), "spec.origin.user of a job from the CLI must be the user who creates it, alice") {
 		t.Errorf("a forged user: %v", err)
 	}
 

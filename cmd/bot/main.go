@@ -12,10 +12,14 @@
 // again nor loses updates. -dc-addr and -public-key point the bot at a
 // server other than Telegram's, such as cmd/faketg.
 //
-// Commands become ShellJobs in -namespace, run by the operator on -pool;
-// the bot reads their output and moves their files through the stream
-// API (stream.shelljob.dev, internal/streamclient), which the operator
-// serves: it reaches no worker pod itself.
+// Commands become ShellJobs in -namespace, run by the operator on -pool
+// or on the pool -identities maps the chat to; the bot reads their output
+// and moves their files through the stream API (stream.shelljob.dev,
+// internal/streamclient), which the operator serves: it reaches no worker
+// pod itself. -identities names the file of who each admin is to
+// Kubernetes (internal/identity, the chart's ConfigMap): the bot
+// impersonates that identity for everything it does on an admin's behalf.
+// Without it, every admin is their default identity.
 package main
 
 import (
@@ -56,6 +60,7 @@ import (
 	"shelljob.dev/shelljob/bot/probes"
 	"shelljob.dev/shelljob/bot/settings"
 	"shelljob.dev/shelljob/bot/tgclient"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/streamclient"
 )
@@ -85,7 +90,8 @@ func secret(name string) (string, error) {
 func run() error {
 	var (
 		namespace = flag.String("namespace", envOr("POD_NAMESPACE", "default"), "namespace of the bot's Secret and ConfigMaps")
-		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands")
+		pool      = flag.String("pool", "shell", "ShellPool of the shell's commands, in chats -identities maps to none")
+		idFile    = flag.String("identities", "", "file of the admins' Kubernetes identities and the chats' pools (internal/identity, the chart's shelljob-bot-identities ConfigMap); empty: every admin is user shelljob:telegram:<id>, every chat runs on -pool")
 		dc        = flag.Int("dc", 2, "DC to connect to")
 		dcAddr    = flag.String("dc-addr", "", "host:port of that DC; default: Telegram's")
 		pubKey    = flag.String("public-key", "", "PEM file with the server's RSA public key; default: Telegram's")
@@ -130,7 +136,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	c, err := kubeClient(cfg)
+	apiCfg, c, err := kubeClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -178,8 +184,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	identities, err := readIdentities(*idFile)
+	if err != nil {
+		return err
+	}
 	log.Info("Starting the bot", "namespace", *namespace, "pool", *pool, "dc", *dc, "dcAddr", *dcAddr,
-		"admins", admins, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
+		"admins", admins, "identities", *idFile, "streaming", streaming, "appID", appID, "verbosity", *verbosity)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -200,7 +210,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	cluster := &kube.Cluster{Client: c, Namespace: *namespace, Stream: stream, Cache: jobs}
+	people := kube.NewPeople(apiCfg, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
+	cluster := &kube.Cluster{Client: c, Namespace: *namespace, Stream: stream, Cache: jobs, People: people, Identities: identities}
 	opts.Session = &tgclient.SecretSession{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-session"}}
 	state := &tgclient.ConfigMapState{Client: c, Name: types.NamespacedName{Namespace: *namespace, Name: "shelljob-bot-updates"}}
 	if err := state.Load(ctx); err != nil {
@@ -234,7 +245,7 @@ func run() error {
 		}
 	}
 
-	b := bot.New(bot.Config{Admins: admins, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, FinalMemory: finalMemory.Value(), Files: files, Log: log.WithName("bot")}, nil, cluster, store)
+	b := bot.New(bot.Config{Admins: admins, Identities: identities, Streaming: streaming, Pool: *pool, OutputMemory: keptOutput, FinalMemory: finalMemory.Value(), Files: files, Log: log.WithName("bot")}, nil, cluster, store)
 	if err := probes.Serve(context.Background(), *metrics, probes.Metrics(botmetrics.Collectors(b.Registry(), b.Followers(), b.OutputMemory())...)); err != nil {
 		return fmt.Errorf("-metrics-bind-address: %w", err)
 	}
@@ -300,19 +311,36 @@ func deletePools(c client.Client, namespace string, names []string, log logr.Log
 // stream API's streams go through their own clients.
 const apiTimeout = 30 * time.Second
 
-// kubeClient is the bot's API client: the built-in types and shelljob's,
-// each call bounded by apiTimeout.
-func kubeClient(cfg *rest.Config) (client.Client, error) {
+// kubeClient is the bot's API client, and its config: the built-in types
+// and shelljob's, each call bounded by apiTimeout.
+func kubeClient(cfg *rest.Config) (*rest.Config, client.Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = apiTimeout
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := shellv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return cfg, c, err
+}
+
+// readIdentities reads the identities file (-identities); "" is none.
+func readIdentities(path string) (*identity.Mapping, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-identities: %w", err)
+	}
+	m, err := identity.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("-identities %s: %w", path, err)
+	}
+	return m, nil
 }
 
 func envOr(name, def string) string {

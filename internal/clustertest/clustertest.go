@@ -62,6 +62,13 @@ type Options struct {
 	// StreamIdle, when set, is the agents' idle limit of a stream
 	// (agent.Pods.StreamIdle).
 	StreamIdle time.Duration
+	// Pools are more pools, created in the namespace beside the pool,
+	// whose workers the stand-in kubelet starts too.
+	Pools []*shellv1alpha1.ShellPool
+	// WorkersApart puts the workers in a namespace of their own, the
+	// namespace's name with "-workers" appended, as the chart does by
+	// default; Start creates it. Operator.WorkerNamespace, when set, wins.
+	WorkersApart bool
 	// StreamAgent, when set, puts a layer between the stream API's server
 	// and the agents; the controllers reach the agents directly.
 	StreamAgent func(agentapi.Client) agentapi.Client
@@ -78,12 +85,14 @@ type Cluster struct {
 	Agents *agenttest.Pods
 	// Client reaches the API server as an admin.
 	Client client.WithWatch
+	// WorkerNamespace holds the workers: Namespace, unless the operator
+	// puts them elsewhere (Options.WorkersApart).
+	WorkerNamespace string
 	// Stream reaches the stream API that the operator serves.
 	Stream *StreamFront
 
-	workerNS string
-	t        testing.TB
-	failed   sync.Map // pod UID -> true: its agent never started
+	t      testing.TB
+	failed sync.Map // pod UID -> true: its agent never started
 }
 
 // Start runs the operator on a namespace of its own, and a pool whose
@@ -106,16 +115,27 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 	if o.StreamIdle != 0 {
 		c.Agents.StreamIdle = o.StreamIdle
 	}
-	c.workerNS = cmp.Or(o.Operator.WorkerNamespace, c.Namespace)
+	if o.WorkersApart && o.Operator.WorkerNamespace == "" {
+		o.Operator.WorkerNamespace = c.Namespace + "-workers"
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Operator.WorkerNamespace}}
+		if err := cl.Create(context.Background(), ns); err != nil {
+			t.Fatalf("create the workers namespace: %v", err)
+		}
+	}
+	c.WorkerNamespace = cmp.Or(o.Operator.WorkerNamespace, c.Namespace)
 	o.Operator.Agent = c.Agents
 	var streamAgent agentapi.Client = c.Agents
 	if o.StreamAgent != nil {
 		streamAgent = o.StreamAgent(c.Agents)
 	}
 	c.startOperator(t, env, o.Operator, streamAgent)
-	pool := utiltesting.MakeShellPool(o.Pool, c.Namespace).Replicas(o.Workers).Obj()
-	if err := cl.Create(context.Background(), pool); err != nil {
-		t.Fatalf("create pool: %v", err)
+	pools := append([]*shellv1alpha1.ShellPool{utiltesting.MakeShellPool(o.Pool, c.Namespace).Replicas(o.Workers).Obj()}, o.Pools...)
+	for _, pool := range pools {
+		pool = pool.DeepCopy()
+		pool.Namespace = c.Namespace
+		if err := cl.Create(context.Background(), pool); err != nil {
+			t.Fatalf("create pool %s: %v", pool.Name, err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -128,6 +148,9 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 		<-done
 	})
 	c.WaitWorkers(o.Workers)
+	for _, pool := range o.Pools {
+		c.WaitPoolWorkers(pool.Name, pool.Spec.Replicas)
+	}
 	return c
 }
 
@@ -198,7 +221,7 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 // kubelet does one round of the stand-in kubelet's work.
 func (c *Cluster) kubelet(ctx context.Context) {
 	var pods corev1.PodList
-	if err := c.Client.List(ctx, &pods, client.InNamespace(c.workerNS), client.MatchingLabels{shellv1alpha1.LabelPool: c.Pool}); err != nil {
+	if err := c.Client.List(ctx, &pods, client.InNamespace(c.WorkerNamespace), client.HasLabels{shellv1alpha1.LabelPool}); err != nil {
 		return
 	}
 	live := map[types.NamespacedName]bool{}
@@ -253,10 +276,17 @@ func setReady(pod *corev1.Pod) {
 // revision, as its status counts them.
 func (c *Cluster) WaitWorkers(n int32) {
 	c.t.Helper()
+	c.WaitPoolWorkers(c.Pool, n)
+}
+
+// WaitPoolWorkers waits until pool name has n ready workers of its
+// current revision, as its status counts them.
+func (c *Cluster) WaitPoolWorkers(name string, n int32) {
+	c.t.Helper()
 	var seen string
 	err := wait.PollUntilContextTimeout(context.Background(), kubeletPeriod, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var pool shellv1alpha1.ShellPool
-		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Pool}, &pool); err != nil {
+		if err := c.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, &pool); err != nil {
 			seen = err.Error()
 			return false, nil
 		}
@@ -264,7 +294,7 @@ func (c *Cluster) WaitWorkers(n int32) {
 		return pool.Status.ReadyReplicas >= n, nil
 	})
 	if err != nil {
-		c.t.Fatalf("waiting for %d ready workers of pool %s: %v; last seen: %s", n, c.Pool, err, seen)
+		c.t.Fatalf("waiting for %d ready workers of pool %s: %v; last seen: %s", n, name, err, seen)
 	}
 }
 
@@ -290,7 +320,7 @@ func (c *Cluster) LoseWorker(ctx context.Context, name string) error {
 	if sj.Status.Pod == "" {
 		return fmt.Errorf("lose the worker of %s: %w", name, ErrNotPlaced)
 	}
-	key := types.NamespacedName{Namespace: c.workerNS, Name: sj.Status.Pod}
+	key := types.NamespacedName{Namespace: c.WorkerNamespace, Name: sj.Status.Pod}
 	c.Agents.Kill(key)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := c.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {

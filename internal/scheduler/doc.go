@@ -28,4 +28,11 @@
 //     jobs move to a restarted pool's new revision.
 //   - A job asked to stop while it waits leaves its queue and is never
 //     placed (Waits).
+//   - Before any worker: a job of a pool that requires approval waits
+//     until it is approved (AwaitingApproval), and a job whose user (its
+//     origin's) already holds the pool's maxRunningPerUser workers, Direct
+//     jobs included, waits for one of them to end (MaxRunningPerUser).
+//     Such a job takes nothing, so the jobs of other users behind it are
+//     placed past it, while its user's later jobs wait behind it. Jobs
+//     with no user share one cap.
 package scheduler

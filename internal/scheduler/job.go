@@ -7,7 +7,8 @@ import (
 
 // JobOf is what placement sees of a ShellJob: the worker it holds is its
 // status.pod (the caller may know a placement the status does not show
-// yet).
+// yet); its user, whose jobs a pool may cap, is its origin's user as
+// written (a Telegram id for an older bot's job: one person still).
 func JobOf(j *shellv1alpha1.ShellJob) Job {
 	return Job{
 		Name:      j.Name,
@@ -16,6 +17,8 @@ func JobOf(j *shellv1alpha1.ShellJob) Job {
 		Pod:       j.Status.Pod,
 		Stopping:  shelljob.IsStopRequested(j),
 		Preferred: j.Annotations[shellv1alpha1.AnnotationPreferredWorker],
+		User:      j.Spec.Origin.User,
+		Approved:  j.Spec.Approval != nil && j.Spec.Approval.Decision == shellv1alpha1.ApprovalApproved,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 // Pool is what placement needs of a ShellPool.
@@ -19,6 +20,13 @@ type Pool struct {
 	Replicas int32
 	// StatefulWorker is the index of the worker that runs Stateful jobs.
 	StatefulWorker int32
+	// Name is the pool's name, for messages.
+	Name string
+	// MaxRunningPerUser caps the jobs of one user that hold workers at
+	// once; 0 for no cap.
+	MaxRunningPerUser int32
+	// Approval: its jobs wait until approved.
+	Approval bool
 }
 
 // Worker is one worker pod.
@@ -46,6 +54,12 @@ type Job struct {
 	Stopping bool
 	// Preferred is the worker the job's client would like, "" for none.
 	Preferred string
+	// User is the job's user (its origin's), whose jobs the pool's
+	// MaxRunningPerUser counts.
+	User string
+	// Approved: someone approved the job, which a pool that requires
+	// approval waits for.
+	Approved bool
 }
 
 // Decision is where a job goes.
@@ -100,8 +114,14 @@ type Assignment struct {
 
 // Schedule decides, in FIFO order, where each queued job of jobs goes:
 // those that hold no worker and are not stopping. Jobs that hold a worker
-// count as its load, and each placement adds to it. A job that waits says
-// why. The result is in FIFO order.
+// count as its load, and as their users' running jobs; each placement adds
+// to both. A job that waits says why. The result is in FIFO order.
+//
+// Before any worker is looked for, a job of a pool that requires approval
+// waits until it is approved, and a job whose user already holds
+// MaxRunningPerUser workers of the pool waits for one of them to end: it
+// takes nothing, so the jobs of other users behind it are placed past it,
+// and the user's own later jobs wait behind it.
 func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 	eligible := make([]Worker, 0, len(workers))
 	var full []string
@@ -115,28 +135,34 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 		}
 	}
 	queue := make([]Job, 0, len(jobs))
+	running := map[string]int32{}
 	for _, j := range jobs {
-		if j.Pod == "" && !j.Stopping {
+		switch {
+		case j.Pod != "":
+			running[j.User]++
+		case !j.Stopping:
 			queue = append(queue, j)
 		}
 	}
 	slices.SortFunc(queue, Compare)
 	out := make([]Assignment, 0, len(queue))
-	if len(eligible) == 0 {
-		d := Decision{
-			Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
-			Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
-		}
-		if len(full) > 0 {
-			d = spoolFull(full)
-		}
-		for _, q := range queue {
-			out = append(out, Assignment{Job: q.Name, Decision: d})
-		}
-		return out
-	}
 	loads := Loads(jobs)
 	for _, q := range queue {
+		if d, held := gate(q, pool, running); held {
+			out = append(out, Assignment{Job: q.Name, Decision: d})
+			continue
+		}
+		if len(eligible) == 0 {
+			d := Decision{
+				Reason:  shellv1alpha1.ShellJobScheduledReasonNoReadyWorker,
+				Message: fmt.Sprintf("no ready worker of revision %s yet", pool.Revision),
+			}
+			if len(full) > 0 {
+				d = spoolFull(full)
+			}
+			out = append(out, Assignment{Job: q.Name, Decision: d})
+			continue
+		}
 		var (
 			w  Worker
 			ok bool
@@ -166,8 +192,28 @@ func Schedule(pool Pool, workers []Worker, jobs []Job) []Assignment {
 			l.Seated = true
 		}
 		loads[w.Name] = l
+		running[q.User]++
 	}
 	return out
+}
+
+// gate holds a queued job back, whatever the workers, until it is approved
+// (on a pool that requires approval) and its user holds fewer workers of
+// the pool than MaxRunningPerUser.
+func gate(q Job, pool Pool, running map[string]int32) (Decision, bool) {
+	switch n := running[q.User]; {
+	case pool.Approval && !q.Approved:
+		return Decision{
+			Reason:  shellv1alpha1.ShellJobScheduledReasonAwaitingApproval,
+			Message: fmt.Sprintf("waiting for approval: pool %s runs a job once someone other than its author approves it", pool.Name),
+		}, true
+	case pool.MaxRunningPerUser > 0 && n >= pool.MaxRunningPerUser:
+		return Decision{
+			Reason:  shellv1alpha1.ShellJobScheduledReasonMaxRunningPerUser,
+			Message: texts.MaxRunningPerUser(q.User, n, pool.MaxRunningPerUser, pool.Name),
+		}, true
+	}
+	return Decision{}, false
 }
 
 // Place decides where job goes, given every unfinished job of its pool

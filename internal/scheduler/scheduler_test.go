@@ -1,12 +1,14 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/texts"
 )
 
 const (
@@ -298,6 +300,148 @@ func TestSchedule(t *testing.T) {
 		{Job: "c", Decision: Decision{Reason: "NoIdleWorker", Message: "waiting for a free worker"}},
 	}
 	if diff := cmp.Diff(want, Schedule(pool, workers("r1", 3), jobs)); diff != "" {
+		t.Errorf("Schedule (-want +got):\n%s", diff)
+	}
+}
+
+func userJob(n, user string, mode shellv1alpha1.ShellJobMode, at int, pod string) Job {
+	j := job(n, mode, at, pod)
+	j.User = user
+	return j
+}
+
+// TestScheduleMaxRunningPerUser: a user at the pool's cap waits, however
+// free the workers, and the others' jobs behind them go past; one user's
+// jobs keep their order; Direct jobs count, and wait too.
+func TestScheduleMaxRunningPerUser(t *testing.T) {
+	capped := Pool{Name: "dev", Revision: "r1", Replicas: 4, StatefulWorker: 3, MaxRunningPerUser: 2}
+	atCap := func(user string, n int32) Decision {
+		// Each case's user is at their cap, n.
+		return Decision{Reason: "MaxRunningPerUser", Message: texts.MaxRunningPerUser(user, n, n, "dev")}
+	}
+	at := func(pod string, others int) Decision {
+		d := Decision{Pod: pod, Reason: "Assigned", Message: "assigned to worker " + pod}
+		if others > 0 {
+			d.Message += fmt.Sprintf(", which runs %d other job(s)", others)
+		}
+		return d
+	}
+	cases := map[string]struct {
+		pool Pool
+		jobs []Job
+		want []Assignment
+	}{
+		"alice's five jobs at once: two run, bob's go past the rest": {
+			pool: capped,
+			jobs: []Job{
+				userJob("a1", "alice", fork, 1, ""), userJob("a2", "alice", fork, 2, ""), userJob("a3", "alice", fork, 3, ""),
+				userJob("a4", "alice", fork, 4, ""), userJob("a5", "alice", fork, 5, ""),
+				userJob("b1", "bob", fork, 6, ""), userJob("b2", "bob", fork, 7, ""),
+			},
+			want: []Assignment{
+				{Job: "a1", Decision: at("p-r1-0", 0)},
+				{Job: "a2", Decision: at("p-r1-1", 0)},
+				{Job: "a3", Decision: atCap("alice", 2)},
+				{Job: "a4", Decision: atCap("alice", 2)},
+				{Job: "a5", Decision: atCap("alice", 2)},
+				{Job: "b1", Decision: at("p-r1-2", 0)},
+				{Job: "b2", Decision: at("p-r1-3", 0)},
+			},
+		},
+		"running and stopping jobs count; the freed seat goes to the oldest of alice's": {
+			pool: capped,
+			jobs: []Job{
+				userJob("a1", "alice", fork, 1, "p-r1-0"),
+				{Name: "a2", User: "alice", Mode: fork, Created: t0, Pod: "p-r1-1", Stopping: true},
+				userJob("a4", "alice", fork, 4, ""), userJob("a3", "alice", fork, 3, ""),
+			},
+			want: []Assignment{
+				{Job: "a3", Decision: atCap("alice", 2)},
+				{Job: "a4", Decision: atCap("alice", 2)},
+			},
+		},
+		"one seat of alice's free": {
+			pool: capped,
+			jobs: []Job{userJob("a1", "alice", fork, 1, "p-r1-0"), userJob("a4", "alice", fork, 4, ""), userJob("a3", "alice", fork, 3, "")},
+			want: []Assignment{
+				{Job: "a3", Decision: at("p-r1-1", 0)},
+				{Job: "a4", Decision: atCap("alice", 2)},
+			},
+		},
+		"Direct jobs count": {
+			pool: capped,
+			jobs: []Job{userJob("d1", "alice", direct, 1, "p-r1-0"), userJob("d2", "alice", direct, 2, "p-r1-0"), userJob("a3", "alice", fork, 3, "")},
+			want: []Assignment{{Job: "a3", Decision: atCap("alice", 2)}},
+		},
+		"a Direct job at the cap waits, though it never waits for a free worker": {
+			pool: capped,
+			jobs: []Job{userJob("a1", "alice", fork, 1, "p-r1-0"), userJob("a2", "alice", fork, 2, "p-r1-1"), userJob("d3", "alice", direct, 3, "")},
+			want: []Assignment{{Job: "d3", Decision: atCap("alice", 2)}},
+		},
+		"a Direct job below the cap goes beside busy workers": {
+			pool: Pool{Name: "dev", Revision: "r1", Replicas: 1, MaxRunningPerUser: 2},
+			jobs: []Job{userJob("b1", "bob", fork, 1, "p-r1-0"), userJob("d2", "alice", direct, 2, "")},
+			want: []Assignment{{Job: "d2", Decision: at("p-r1-0", 1)}},
+		},
+		"a cap of one": {
+			pool: Pool{Name: "dev", Revision: "r1", Replicas: 4, MaxRunningPerUser: 1},
+			jobs: []Job{userJob("a1", "alice", fork, 1, ""), userJob("a2", "alice", stateful, 2, ""), userJob("b1", "bob", stateful, 3, "")},
+			want: []Assignment{
+				{Job: "a1", Decision: at("p-r1-1", 0)},
+				{Job: "a2", Decision: atCap("alice", 1)},
+				{Job: "b1", Decision: at("p-r1-0", 0)},
+			},
+		},
+		"jobs with no user share one cap": {
+			pool: Pool{Name: "dev", Revision: "r1", Replicas: 4, MaxRunningPerUser: 1},
+			jobs: []Job{job("x", fork, 1, "p-r1-1"), job("y", fork, 2, "")},
+			want: []Assignment{{Job: "y", Decision: atCap("", 1)}},
+		},
+		"no cap": {
+			pool: Pool{Name: "dev", Revision: "r1", Replicas: 3},
+			jobs: []Job{userJob("a1", "alice", fork, 1, "p-r1-1"), userJob("a2", "alice", fork, 2, "p-r1-2"), userJob("a3", "alice", fork, 3, "")},
+			want: []Assignment{{Job: "a3", Decision: at("p-r1-0", 0)}},
+		},
+		"the cap before the workers: no ready worker, a capped user waits for their jobs": {
+			pool: Pool{Name: "dev", Revision: "r2", Replicas: 3, MaxRunningPerUser: 1},
+			jobs: []Job{userJob("a1", "alice", fork, 1, "p-r1-1"), userJob("a2", "alice", fork, 2, ""), userJob("b1", "bob", fork, 3, "")},
+			want: []Assignment{
+				{Job: "a2", Decision: atCap("alice", 1)},
+				{Job: "b1", Decision: Decision{Reason: "NoReadyWorker", Message: "no ready worker of revision r2 yet"}},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Schedule(tc.pool, workers("r1", int(tc.pool.Replicas)), tc.jobs)); diff != "" {
+				t.Errorf("Schedule (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestScheduleApproval: on a pool that requires approval, a job is placed
+// once approved, as any other, and waits until then without taking a
+// worker or counting against its user.
+func TestScheduleApproval(t *testing.T) {
+	pool := Pool{Name: "prod", Revision: "r1", Replicas: 2, StatefulWorker: 1, Approval: true, MaxRunningPerUser: 1}
+	awaiting := Decision{Reason: "AwaitingApproval", Message: "waiting for approval: pool prod runs a job once someone other than its author approves it"}
+	approved := func(j Job) Job { j.Approved = true; return j }
+	got := Schedule(pool, workers("r1", 2), []Job{
+		userJob("b1", "bob", fork, 1, ""),
+		approved(userJob("b2", "bob", fork, 2, "")),
+		approved(userJob("b3", "bob", direct, 3, "")),
+		userJob("a1", "alice", direct, 4, ""),
+		approved(userJob("a2", "alice", stateful, 5, "")),
+	})
+	want := []Assignment{
+		{Job: "b1", Decision: awaiting},
+		{Job: "b2", Decision: Decision{Pod: "p-r1-0", Reason: "Assigned", Message: "assigned to worker p-r1-0"}},
+		{Job: "b3", Decision: Decision{Reason: "MaxRunningPerUser", Message: texts.MaxRunningPerUser("bob", 1, 1, "prod")}},
+		{Job: "a1", Decision: awaiting},
+		{Job: "a2", Decision: Decision{Pod: "p-r1-1", Reason: "Assigned", Message: "assigned to worker p-r1-1"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Schedule (-want +got):\n%s", diff)
 	}
 }

@@ -13,8 +13,11 @@
 //     (WorkerEnd, WasEvicted, ShutdownEnd).
 //   - end.go: how a finished job ended, as its readers tell it (EndOf).
 //   - stop.go: what a client's stop does (DecideStop, Stop).
-//   - origin.go: who owns a job (KubernetesUser), for the stream API's
-//     owner rule.
+//   - origin.go: who sent and who owns a job (TelegramUser,
+//     KubernetesUser), for the origins of every bot version, and whether
+//     a job under a command's name is its own (SameCommand);
+//     refusal.go: the words an admission policy refused a request with
+//     (Refusal).
 //   - slim.go: the job as the operator's cache keeps it; quota.go: a
 //     create refused for the namespace's quota.
 package shelljob

@@ -12,9 +12,10 @@ import (
 type End struct {
 	// ExitCode is the command's exit code, -1 when it has none.
 	ExitCode int
-	// Ran: the command ran, or, unless a client's stop ended the job, its
-	// start failed (what it wrote and its code then show); false for a job
-	// a client stopped before it ran.
+	// Ran: the command ran, or, unless a client's stop or its approval
+	// ended the job, its start failed (what it wrote and its code then
+	// show); false for a job a client stopped before it ran, or that was
+	// denied or not approved in time.
 	Ran bool
 	// Stop is the reason of the client's stop (User, Shutdown) that ended
 	// the job, "" when none did.
@@ -22,8 +23,14 @@ type End struct {
 	// Stopped: a stop ended it, a client's, a timeout or the job's
 	// deletion (IsStopped).
 	Stopped bool
+	// StopBy is who stopped it, when a client's stop named them (Stopper).
+	StopBy string
 	// TimedOut: the operator stopped it for its timeout.
 	TimedOut bool
+	// NotApproved: it never ran, for its pool's approval: someone denied
+	// it, or no one decided in time (Reason says which, Message who or
+	// how long).
+	NotApproved bool
 	// Reason and Message are the Finished condition's, "" before it.
 	Reason, Message string
 }
@@ -41,8 +48,10 @@ func EndOf(j *shellv1alpha1.ShellJob) End {
 	e.TimedOut = j.Status.StopReason == shellv1alpha1.StopReasonTimeout
 	if j.Spec.Stop && e.Stopped {
 		e.Stop = RequestedStopReason(j)
+		e.StopBy = Stopper(j)
 	}
-	if !e.Ran && e.Stop == "" {
+	e.NotApproved = IsNotApproved(j)
+	if !e.Ran && e.Stop == "" && !e.NotApproved {
 		e.Ran = true // a start that failed: show what it wrote and its code
 	}
 	return e

@@ -71,7 +71,7 @@ func SetExited(j *shellv1alpha1.ShellJob, e Exit, memoryLimit string, now time.T
 	switch steps := j.Status.StopSteps; {
 	case len(steps) > 0:
 		j.Status.Phase = shellv1alpha1.PhaseStopped
-		msg := fmt.Sprintf("stopped (%s) after %s: %s", j.Status.StopReason, steps[len(steps)-1].Signal, exit)
+		msg := fmt.Sprintf("stopped%s (%s) after %s: %s", ByStopper(j), j.Status.StopReason, steps[len(steps)-1].Signal, exit)
 		SetFinishedCondition(j, now, shellv1alpha1.ShellJobFinishedReasonStopped, msg)
 		return Event{corev1.EventTypeNormal, "Stopped", msg}
 	case e.Code != nil && *e.Code == 0:

@@ -31,9 +31,23 @@ func TestSetExited(t *testing.T) {
 		exit       Exit
 		steps      []shellv1alpha1.StopStep
 		stopReason shellv1alpha1.StopReason
-		limit      string
-		want       want
+		// stopBy sets spec.stop, by them.
+		stopBy string
+		limit  string
+		want   want
 	}{
+		"stopped by someone": {
+			exit: Exit{Code: ptr.To(130), At: exitedAt}, steps: sigint, stopReason: shellv1alpha1.StopReasonUser, stopBy: "bob",
+			want: want{phase: shellv1alpha1.PhaseStopped, reason: "Stopped", message: "stopped by bob (User) after SIGINT: exit 130",
+				stopReason: shellv1alpha1.StopReasonUser,
+				event:      Event{corev1.EventTypeNormal, "Stopped", "stopped by bob (User) after SIGINT: exit 130"}},
+		},
+		"a timeout's stop before someone's names no one": {
+			exit: Exit{Code: ptr.To(130), At: exitedAt}, steps: sigint, stopReason: shellv1alpha1.StopReasonTimeout, stopBy: "bob",
+			want: want{phase: shellv1alpha1.PhaseStopped, reason: "Stopped", message: "stopped (Timeout) after SIGINT: exit 130",
+				stopReason: shellv1alpha1.StopReasonTimeout,
+				event:      Event{corev1.EventTypeNormal, "Stopped", "stopped (Timeout) after SIGINT: exit 130"}},
+		},
 		"exit 0": {
 			exit: Exit{Code: ptr.To(0), At: exitedAt},
 			want: want{phase: shellv1alpha1.PhaseSucceeded, reason: "Exited", message: "exit 0",
@@ -83,6 +97,9 @@ func TestSetExited(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			j := utiltesting.MakeShellJob("j", "ns").Obj()
 			j.Status.StopSteps, j.Status.StopReason = tc.steps, tc.stopReason
+			if tc.stopBy != "" {
+				j.Spec.Stop, j.Spec.StopBy = true, tc.stopBy
+			}
 			ev := SetExited(j, tc.exit, tc.limit, now)
 			c := findFinished(j)
 			got := want{phase: j.Status.Phase, stopReason: j.Status.StopReason, event: ev}

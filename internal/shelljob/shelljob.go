@@ -30,7 +30,8 @@ func IsFinished(j *shellv1alpha1.ShellJob) bool {
 		return true
 	}
 	switch j.Status.Phase {
-	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped:
+	case shellv1alpha1.PhaseSucceeded, shellv1alpha1.PhaseFailed, shellv1alpha1.PhaseStopped,
+		shellv1alpha1.PhaseDenied, shellv1alpha1.PhaseExpired:
 		return true
 	default:
 		return false
@@ -96,6 +97,24 @@ func RequestedStopReason(j *shellv1alpha1.ShellJob) shellv1alpha1.StopReason {
 		return j.Spec.StopReason
 	}
 	return shellv1alpha1.StopReasonUser
+}
+
+// Stopper is who stopped the job: its spec.stopBy, when a person's stop
+// (not a timeout) is what stops it; "" when no one is named.
+func Stopper(j *shellv1alpha1.ShellJob) string {
+	if !j.Spec.Stop || j.Status.StopReason == shellv1alpha1.StopReasonTimeout {
+		return ""
+	}
+	return j.Spec.StopBy
+}
+
+// ByStopper is " by bob" when Stopper names someone, "" otherwise, for
+// the messages that tell a stop: "stopped by bob (User)".
+func ByStopper(j *shellv1alpha1.ShellJob) string {
+	if who := Stopper(j); who != "" {
+		return " by " + who
+	}
+	return ""
 }
 
 // Delivered tells whether a client marked the job delivered

@@ -3,6 +3,7 @@ package shelljob
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -65,38 +66,69 @@ type JobPatcher interface {
 
 // Stop asks the job named name to stop for reason, unless DecideStop says
 // there is nothing to do, and returns the outcome and the job as it is
-// now. The decision is made on a fresh read of the job, and the patch
-// carries its resource version: a stop that races with another fails with
-// a conflict and is decided again, so a stop's reason is never changed. A
-// job that is gone has ended.
-func Stop(ctx context.Context, jobs JobPatcher, name string, reason shellv1alpha1.StopReason) (StopOutcome, *shellv1alpha1.ShellJob, error) {
+// now. by, when set, names the stopper (spec.stopBy), who must be the
+// caller: the API server refuses any other name, and fills in the caller
+// itself where it can (Kubernetes 1.36 and later) when by is "". The
+// decision is made on a fresh read of the job, and the patch carries its
+// resource version: a stop that races with another fails with a conflict
+// and is decided again, so a stop's reason is never changed. A job that
+// is gone has ended.
+func Stop(ctx context.Context, jobs JobPatcher, name string, reason shellv1alpha1.StopReason, by string) (StopOutcome, *shellv1alpha1.ShellJob, error) {
+	var out StopOutcome
+	j, err := patchFresh(ctx, jobs, name, func(j *shellv1alpha1.ShellJob) map[string]any {
+		if out = DecideStop(j); out != StopSent && out != StopNotStarted {
+			return nil
+		}
+		fields := map[string]any{"stop": true, "stopReason": reason}
+		if by != "" {
+			fields["stopBy"] = by
+		}
+		return fields
+	})
+	switch {
+	case errors.Is(err, errGone):
+		return StopAlreadyEnded, nil, nil
+	case err != nil:
+		return 0, nil, fmt.Errorf("stop shelljob %s: %w", name, err)
+	}
+	return out, j, nil
+}
+
+// errGone: the job is gone.
+var errGone = errors.New("the job is gone")
+
+// patchFresh reads the job named name, asks spec what to merge into its
+// spec (nil for nothing), and patches it with the version it read; on a
+// conflict it reads and asks again. It returns the job as it is now, and
+// errGone once the job is gone.
+func patchFresh(ctx context.Context, jobs JobPatcher, name string, spec func(*shellv1alpha1.ShellJob) map[string]any) (*shellv1alpha1.ShellJob, error) {
 	for {
 		j, err := jobs.Get(ctx, name)
 		if apierrors.IsNotFound(err) {
-			return StopAlreadyEnded, nil, nil
+			return nil, errGone
 		}
 		if err != nil {
-			return 0, nil, fmt.Errorf("get shelljob %s: %w", name, err)
+			return nil, fmt.Errorf("get shelljob %s: %w", name, err)
 		}
-		out := DecideStop(j)
-		if out != StopSent && out != StopNotStarted {
-			return out, j, nil
+		fields := spec(j)
+		if fields == nil {
+			return j, nil
 		}
 		patch, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": j.ResourceVersion},
-			"spec":     map[string]any{"stop": true, "stopReason": reason},
+			"spec":     fields,
 		})
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
 		j, err = jobs.MergePatch(ctx, name, patch)
 		switch {
 		case err == nil:
-			return out, j, nil
+			return j, nil
 		case apierrors.IsNotFound(err):
-			return StopAlreadyEnded, nil, nil
+			return nil, errGone
 		case !apierrors.IsConflict(err):
-			return 0, nil, fmt.Errorf("stop shelljob %s: %w", name, err)
+			return nil, err
 		}
 	}
 }

@@ -27,17 +27,21 @@ import (
 
 // TestLogWho checks who reads which log through which resource: a job's
 // owner through myshelljobs (a CLI job they created, a Telegram job the
-// bot created as them), a holder of get on shelljobs/log through
-// shelljobs; nobody else, and nobody through myshelljobs an older bot's
-// Telegram job, which names a Telegram user.
+// bot created as them, which names their Telegram user beside), a holder
+// of get on shelljobs/log through shelljobs; nobody else, and nobody
+// through myshelljobs a Telegram job that names no Telegram user beside
+// its user (an older bot's, whose user is a Telegram id), even a
+// Kubernetes user named as that id.
 func TestLogWho(t *testing.T) {
 	f := setup(t)
 	f.job("mine", alice, "echo hi from alice")
 	f.create(utiltesting.MakeShellJob("chat", f.cluster.Namespace).Command("echo hi from the chat").
-		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "4242", Chat: 1, Message: 2}).Obj())
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: telegramID, Chat: 1, Message: 2}).Obj())
 	f.create(utiltesting.MakeShellJob("chat-as-alice", f.cluster.Namespace).Command("echo hi as alice").
-		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 3}).Obj())
-	for _, j := range []string{"mine", "chat", "chat-as-alice"} {
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, TelegramUser: 111, Chat: 1, Message: 3}).Obj())
+	f.create(utiltesting.MakeShellJob("chat-no-sender", f.cluster.Namespace).Command("echo hi from no sender").
+		Origin(shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: alice, Chat: 1, Message: 4}).Obj())
+	for _, j := range []string{"mine", "chat", "chat-as-alice", "chat-no-sender"} {
 		f.finished(j)
 	}
 
@@ -49,16 +53,18 @@ func TestLogWho(t *testing.T) {
 		// saying is in the refusal's message.
 		saying string
 	}{
-		"the owner reads their job":                        {who: own(alice), job: "mine", want: "hi from alice\n"},
-		"the owner of a Telegram job the bot made as them": {who: own(alice), job: "chat-as-alice", want: "hi as alice\n"},
-		"another user's job is refused":                    {who: own(bob), job: "mine", wantErr: apierrors.IsForbidden, saying: "shelljob mine is not bob's"},
-		"an older bot's Telegram job has no owner":         {who: own(alice), job: "chat", wantErr: apierrors.IsForbidden, saying: "older bot's Telegram job"},
-		"the owner may not read any job":                   {who: anyJob(alice), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "shelljobs/log"`},
-		"a reader reads any job":                           {who: anyJob(reader), job: "mine", want: "hi from alice\n"},
-		"a reader reads a Telegram job":                    {who: anyJob(reader), job: "chat", want: "hi from the chat\n"},
-		"a reader owns nothing":                            {who: own(reader), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "myshelljobs/log"`},
-		"a missing job is not found to a reader":           {who: anyJob(reader), job: "none", wantErr: apierrors.IsNotFound},
-		"a missing job is not found to a user":             {who: own(bob), job: "none", wantErr: apierrors.IsNotFound},
+		"the owner reads their job":                            {who: own(alice), job: "mine", want: "hi from alice\n"},
+		"the owner of a Telegram job the bot made as them":     {who: own(alice), job: "chat-as-alice", want: "hi as alice\n"},
+		"another user's job is refused":                        {who: own(bob), job: "mine", wantErr: apierrors.IsForbidden, saying: "shelljob mine is not bob's"},
+		"another user's Telegram job is refused":               {who: own(bob), job: "chat-as-alice", wantErr: apierrors.IsForbidden, saying: "shelljob chat-as-alice is not bob's"},
+		"an older bot's Telegram job has no owner":             {who: own(telegramID), job: "chat", wantErr: apierrors.IsForbidden, saying: "older bot's Telegram job"},
+		"a Telegram job without its Telegram user is no one's": {who: own(alice), job: "chat-no-sender", wantErr: apierrors.IsForbidden, saying: "older bot's Telegram job"},
+		"the owner may not read any job":                       {who: anyJob(alice), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "shelljobs/log"`},
+		"a reader reads any job":                               {who: anyJob(reader), job: "mine", want: "hi from alice\n"},
+		"a reader reads a Telegram job":                        {who: anyJob(reader), job: "chat", want: "hi from the chat\n"},
+		"a reader owns nothing":                                {who: own(reader), job: "mine", wantErr: apierrors.IsForbidden, saying: `cannot get resource "myshelljobs/log"`},
+		"a missing job is not found to a reader":               {who: anyJob(reader), job: "none", wantErr: apierrors.IsNotFound},
+		"a missing job is not found to a user":                 {who: own(bob), job: "none", wantErr: apierrors.IsNotFound},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

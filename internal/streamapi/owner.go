@@ -21,7 +21,9 @@ var ownResource = schema.GroupResource{Group: streamv1alpha1.GroupName, Resource
 // ownerRule is what myshelljobs asks beyond RBAC, which let the request
 // through on that resource: the caller owns the job (shelljob.
 // KubernetesUser: a CLI job they created, or a Telegram job the bot
-// created impersonating them), and may still create ShellJobs in its
+// created impersonating them, which names its sender's Telegram user
+// beside, as the origin admission policy makes every new one; an older
+// bot's, which names none, is nobody's), and may still create ShellJobs in its
 // namespace, as the API server tells (a SubjectAccessReview), so that a
 // user whose right is revoked reads their old jobs no more. Anything else
 // is Forbidden, with nothing of the job's output. shelljobs asks nothing
@@ -53,7 +55,7 @@ func (o ownerRule) check(ctx context.Context, key types.NamespacedName) error {
 		return err
 	}
 	switch owner := shelljob.KubernetesUser(sj); {
-	case owner == "" && sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram:
+	case sj.Spec.Origin.Source == shellv1alpha1.OriginTelegram && sj.Spec.Origin.TelegramUser == 0:
 		return apierrors.NewForbidden(ownResource, key.Name, fmt.Errorf(
 			"shelljob %s is not %s's: an older bot's Telegram job, which names a Telegram user and no Kubernetes one, is nobody's own; reading it needs %s on shelljobs/%s",
 			key.Name, user, verbOf(info), info.Subresource))

@@ -34,10 +34,13 @@ const testTimeout = time.Minute
 // Users of the tests. alice and bob may create ShellJobs and use their
 // own through myshelljobs, as the chart's shelljob-user; reader may get
 // every job's log and files through shelljobs, as shelljob-viewer.
+// telegramID is a Kubernetes user named as a Telegram user id, with
+// alice's and bob's rights.
 const (
-	alice  = "alice"
-	bob    = "bob"
-	reader = "reader"
+	alice      = "alice"
+	bob        = "bob"
+	reader     = "reader"
+	telegramID = "1234567"
 )
 
 // caller is a user of the tests and the resource their requests go
@@ -87,7 +90,7 @@ func setupWith(t *testing.T, o streamapitest.Options) *fixture {
 	t.Helper()
 	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
 	f.replica = streamapitest.Start(t, env, f.cluster, o)
-	f.grant("shelljob-user", []string{alice, bob}, ownRights...)
+	f.grant("shelljob-user", []string{alice, bob, telegramID}, ownRights...)
 	f.grant("shelljob-reader", []string{reader}, rbacv1.PolicyRule{
 		APIGroups: []string{streamv1alpha1.GroupName}, Resources: []string{"shelljobs/log", "shelljobs/files"}, Verbs: []string{"get"},
 	})

@@ -103,6 +103,21 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	return &Client{config: cfg, rest: rc, opts: opts}, nil
 }
 
+// As is a Client of the same API and options acting as imp, through
+// myshelljobs: the client of a program that reads each job as the person
+// it runs the job for, whom its own credentials may impersonate.
+func (c *Client) As(imp rest.ImpersonationConfig) (*Client, error) {
+	cfg := rest.CopyConfig(c.config)
+	cfg.Impersonate = imp
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("stream client as %s: %w", imp.UserName, err)
+	}
+	opts := c.opts
+	opts.Own = true
+	return &Client{config: cfg, rest: rc, opts: opts}, nil
+}
+
 // request is a request for the subresource sub of job.
 func (c *Client) request(verb, job, sub string) *rest.Request {
 	resource := streamv1alpha1.Resource

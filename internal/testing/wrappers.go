@@ -59,6 +59,24 @@ func (w *ShellJobWrapper) Stop(r shellv1alpha1.StopReason) *ShellJobWrapper {
 	return w
 }
 
+// StopBy names who set stop.
+func (w *ShellJobWrapper) StopBy(user string) *ShellJobWrapper {
+	w.Spec.StopBy = user
+	return w
+}
+
+// User sets the origin's user.
+func (w *ShellJobWrapper) User(user string) *ShellJobWrapper {
+	w.Spec.Origin.User = user
+	return w
+}
+
+// Approval sets the decision on the job's approval.
+func (w *ShellJobWrapper) Approval(d shellv1alpha1.ApprovalDecision, by string) *ShellJobWrapper {
+	w.Spec.Approval = &shellv1alpha1.ShellJobApproval{Decision: d, By: by}
+	return w
+}
+
 // Hold keeps the job from starting until it is cleared.
 func (w *ShellJobWrapper) Hold() *ShellJobWrapper {
 	w.Spec.Hold = true
@@ -119,6 +137,18 @@ func (w *ShellPoolWrapper) Image(img string) *ShellPoolWrapper {
 // Shell sets the shell that runs the commands.
 func (w *ShellPoolWrapper) Shell(shell string) *ShellPoolWrapper {
 	w.Spec.Shell = shell
+	return w
+}
+
+// MaxRunningPerUser caps the jobs of one user on workers at once.
+func (w *ShellPoolWrapper) MaxRunningPerUser(n int32) *ShellPoolWrapper {
+	w.Spec.MaxRunningPerUser = &n
+	return w
+}
+
+// Approval makes the pool's jobs wait for approval, timeout seconds at most.
+func (w *ShellPoolWrapper) Approval(timeout int32) *ShellPoolWrapper {
+	w.Spec.Approval = &shellv1alpha1.ShellPoolApproval{TimeoutSeconds: timeout}
 	return w
 }
 

@@ -76,9 +76,12 @@ func WorkerEnded(why string) string {
 }
 
 // EndNote is the note a final ends with when the job ended because of its
-// worker or its hold (shelljob.End.ByWorker): "" otherwise.
+// worker or its hold (shelljob.End.ByWorker), or never ran for its
+// approval (denied, expired): "" otherwise.
 func EndNote(e shelljob.End) string {
 	switch byWorker, _ := e.ByWorker(); {
+	case e.NotApproved:
+		return approvalNote(e.Reason, e.Message)
 	case !byWorker:
 		return ""
 	case e.Reason == shellv1alpha1.ShellJobFinishedReasonWorkerLost:
@@ -115,6 +118,13 @@ const (
 	SubmitFailed = "Could not start the command: %v"
 )
 
+// JobNameTaken answers a command whose job name (shelljob.TelegramName)
+// an object that is not its job holds: someone made it to have their
+// own command taken for the chat's. The command runs as renamed instead.
+func JobNameTaken(name, renamed string) string {
+	return fmt.Sprintf("⚠ The job name %s is taken by an object that is not this command's job: it is left alone, and nothing of it is shown here. The command runs as %s.", name, renamed)
+}
+
 // QuotaFull answers a command refused because the namespace holds as many
 // ShellJobs as its quota allows (the chart's jobQuota).
 func QuotaFull(limit int64) string {
@@ -146,6 +156,20 @@ func StopFailed(n int64, err error) string {
 	return fmt.Sprintf("⚠ Could not stop #%d: %s\n.k tries again.", n, why)
 }
 
+// StopRefused says that the API server refused a stop of job #n (named
+// name), in the words of the admission policy that refused it (why):
+// "⚠ Could not stop #3: it is alice's job; you may not stop others' jobs
+// on pool dev.". A .k would meet the same refusal: none is offered.
+func StopRefused(n int64, name, why string) string {
+	for _, job := range []string{fmt.Sprintf("#%d", n), name} {
+		if rest, ok := strings.CutPrefix(why, job+" is "); ok && job != "" {
+			why = "it is " + rest
+			break
+		}
+	}
+	return fmt.Sprintf("⚠ Could not stop #%d: %s", n, strings.TrimSuffix(why, ".")+".")
+}
+
 // NoSuchJob answers .k N for a job that is not visible and running.
 func NoSuchJob(n int64) string { return fmt.Sprintf("No running command #%d here.", n) }
 
@@ -159,33 +183,59 @@ func SeveralRunning(kill string) string {
 	return fmt.Sprintf("Several commands are running; %s N stops one, %s all stops them all:", kill, kill)
 }
 
-// Old-pool notes, the reply to .x, .xf and .sbb.
-const (
-	PoolRestarted = "Restarted the shell pool."
-)
+// Old-pool notes, the reply to .x, .xf and .sbb. Each names the pool
+// when pool is set (the chat sees jobs of more than one), and speaks of
+// "the shell pool" otherwise.
+
+// PoolRestarted heads the reply: "Restarted the shell pool." or
+// "Restarted pool dev.".
+func PoolRestarted(pool string) string {
+	if pool == "" {
+		return "Restarted the shell pool."
+	}
+	return "Restarted pool " + pool + "."
+}
+
+// RestartFailed says that a restart failed, and why.
+func RestartFailed(err error) string { return fmt.Sprintf("Could not restart the shell pool: %v", err) }
+
+// PoolNamed is how a list names a job's pool: "pool dev".
+func PoolNamed(pool string) string { return "pool " + pool }
 
 // OldPoolHere counts the jobs a .k here can see on old pools.
-func OldPoolHere(n int) string {
-	return plural(n, "%d command is queued or running on an old pool; .k stops it.",
-		"%d commands are queued or running on old pools; .k stops them.")
+func OldPoolHere(n int, pool string) string {
+	return plural(n, "%d command is queued or running on "+oldPool(false, pool)+"; .k stops it.",
+		"%d commands are queued or running on "+oldPool(true, pool)+"; .k stops them.")
 }
 
 // OldPoolOtherChat counts the jobs in other chats on old pools.
-func OldPoolOtherChat(n int) string {
-	return plural(n, "%d command in another chat is queued or running on an old pool; .k in that chat stops it.",
-		"%d commands in other chats are queued or running on old pools; .k in those chats stops them.")
+func OldPoolOtherChat(n int, pool string) string {
+	return plural(n, "%d command in another chat is queued or running on "+oldPool(false, pool)+"; .k in that chat stops it.",
+		"%d commands in other chats are queued or running on "+oldPool(true, pool)+"; .k in those chats stops them.")
 }
 
 // OldPoolGuest counts the caller's guest jobs on old pools.
-func OldPoolGuest(n int, bot string) string {
-	return plural(n, "%d guest command is queued or running on an old pool; @"+bot+" .k in its chat stops it.",
-		"%d guest commands are queued or running on old pools; @"+bot+" .k in their chats stops them.")
+func OldPoolGuest(n int, bot, pool string) string {
+	return plural(n, "%d guest command is queued or running on "+oldPool(false, pool)+"; @"+bot+" .k in its chat stops it.",
+		"%d guest commands are queued or running on "+oldPool(true, pool)+"; @"+bot+" .k in their chats stops them.")
 }
 
 // OldPoolOtherAdmin counts the jobs the caller cannot reach.
-func OldPoolOtherAdmin(n int) string {
-	return plural(n, "%d command of another admin is queued or running on an old pool; they can stop it.",
-		"%d commands of other admins are queued or running on old pools; they can stop them.")
+func OldPoolOtherAdmin(n int, pool string) string {
+	return plural(n, "%d command of another admin is queued or running on "+oldPool(false, pool)+"; they can stop it.",
+		"%d commands of other admins are queued or running on "+oldPool(true, pool)+"; they can stop them.")
+}
+
+// oldPool is where the old-pool notes' jobs run: "an old pool", "old
+// pools", or "old workers of pool dev".
+func oldPool(many bool, pool string) string {
+	switch {
+	case pool != "":
+		return "old workers of pool " + pool
+	case many:
+		return "old pools"
+	}
+	return "an old pool"
 }
 
 func plural(n int, one, many string) string {
@@ -214,6 +264,11 @@ const (
 	// began to deliver and never finished (it crashed or was killed): the
 	// final goes out without the output, which could take it down again.
 	FinalNotSent = "⚠ The output could not be sent: an earlier attempt to send this final did not finish."
+	// FinalNotRecorded ends the final of a job whose delivery the bot
+	// could not record on it (the API server refused the annotation): a
+	// final that could take the bot down is sent with nothing of the
+	// output unless its attempt is on record, where the next run sees it.
+	FinalNotRecorded = "⚠ The output could not be sent: the cluster refused to record this final's delivery."
 	// InFilesNotPut ends the final of a job whose replied-to files could
 	// not be put into its directory: it is stopped before it runs.
 	InFilesNotPut = "⚠ The replied-to files could not be put in place; the command did not run. Send it again."

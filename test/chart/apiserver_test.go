@@ -3,10 +3,7 @@ package chart_test
 import (
 	"context"
 	"os"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/testenv"
 )
 
@@ -41,38 +38,12 @@ func startAPIServer(t *testing.T) *testenv.Env {
 	return env
 }
 
-// installOrder creates Namespaces first and the ShellPools last, as helm
-// does.
-func installOrder(kind string) int {
-	switch kind {
-	case "Namespace":
-		return 0
-	case "ShellPool":
-		return 2
-	}
-	return 1
-}
-
 // install creates every object of the rendered chart on the API server,
 // refusing unknown fields.
 func install(t *testing.T, c client.Client, manifests []byte) []*unstructured.Unstructured {
 	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, doc := range documents(t, manifests) {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("parse: %v\n%s", err, doc)
-		}
-		objs = append(objs, u)
-	}
-	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
-		return installOrder(a.GetKind()) - installOrder(b.GetKind())
-	})
-	for _, u := range objs {
-		if err := c.Create(context.Background(), u, client.FieldValidation("Strict")); err != nil {
-			t.Fatalf("create %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
-		}
-	}
+	objs := charttest.Objects(t, manifests)
+	charttest.Create(t, c, objs)
 	return objs
 }
 
@@ -110,8 +81,8 @@ func allowedAs(t *testing.T, c client.Client, user string, groups []string, a ac
 }
 
 // TestOnAPIServer installs the chart on envtest's API server, then checks
-// what the operator's and the bot's ServiceAccounts may do, and that the
-// admission policy lets the bot change a pool's spec.restartedAt only.
+// what the operator's and the bot's ServiceAccounts may do. TestAccess
+// checks what people may do, and the admission policies.
 func TestOnAPIServer(t *testing.T) {
 	env := startAPIServer(t)
 	ctx := context.Background()
@@ -137,23 +108,29 @@ func TestOnAPIServer(t *testing.T) {
 		a    access
 		want bool
 	}{
-		// The bot reaches no pod: the stream API reads output and moves
-		// files for it.
+		// The bot reaches no pod, and reads no job's output or files as
+		// itself: it reads them as each job's sender, through the stream
+		// API's myshelljobs (the telegram Role, TestAccess).
 		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "get", resource: "pods", subresource: "exec", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", subresource: "exec", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "create", resource: "pods", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "get", resource: "pods", namespace: workers}, false},
 		{"shelljob-bot", access{verb: "list", resource: "pods", namespace: namespace}, false},
-		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
-		{"shelljob-bot", access{verb: "update", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "update", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "files", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "myshelljobs", subresource: "log", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "create", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "attach", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "get", group: "stream.shelljob.dev", resource: "shelljobs", subresource: "log", namespace: workers}, false},
-		{"shelljob-bot", access{verb: "create", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, true},
+		// As itself, the bot creates no job and restarts no pool: it does
+		// that as the chat admin who asks (TestAccess).
+		{"shelljob-bot", access{verb: "create", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, true},
 		{"shelljob-bot", access{verb: "delete", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}, false},
-		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shellpools", name: "shell", namespace: namespace}, true},
+		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shellpools", name: "shell", namespace: namespace}, false},
+		{"shelljob-bot", access{verb: "watch", group: "shell.shelljob.dev", resource: "shellpools", namespace: namespace}, true},
 		{"shelljob-bot", access{verb: "delete", group: "shell.shelljob.dev", resource: "shellpools", name: "shell", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", subresource: "status", namespace: namespace}, false},
 		{"shelljob-bot", access{verb: "get", resource: "secrets", name: "shelljob-bot-session", namespace: namespace}, true},
@@ -203,70 +180,6 @@ func TestOnAPIServer(t *testing.T) {
 		}
 	}
 
-	botCfg := rest.CopyConfig(env.Config)
-	botCfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":shelljob-bot",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
-	bot, err := client.New(botCfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shell"}}
-	patch := func(c client.Client, body string) error {
-		return c.Patch(ctx, pool, client.RawPatch(types.MergePatchType, []byte(body)))
-	}
-	const forbidden = "the shelljob bot may change only spec.restartedAt"
-	// The policy takes effect once the API server has loaded it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := patch(bot, `{"spec":{"replicas":2}}`)
-		if err != nil && strings.Contains(err.Error(), forbidden) {
-			break
-		}
-		if err == nil {
-			// Loaded too late for this patch: put the replicas back as the admin.
-			if err := patch(c, `{"spec":{"replicas":16}}`); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bot's replicas patch: %v, want refused with %q", err, forbidden)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	for _, body := range []string{
-		`{"spec":{"shell":"bash"}}`,
-		`{"spec":{"image":"example.com/other:1"}}`,
-		`{"spec":{"template":{"labels":{"a":"b"}}}}`,
-		`{"spec":{"restartedAt":"2026-01-02T03:04:05Z","statefulWorker":3}}`,
-		`{"metadata":{"labels":{"x":"y"}}}`,
-	} {
-		if err := patch(bot, body); err == nil || !strings.Contains(err.Error(), forbidden) {
-			t.Errorf("the bot's patch %s: %v, want refused with %q", body, err, forbidden)
-		}
-	}
-	if err := patch(bot, `{"spec":{"restartedAt":"2026-01-02T03:04:05Z"}}`); err != nil {
-		t.Errorf("the bot's restart of a pool: %v", err)
-	}
-	if err := patch(bot, `{"spec":{"restartedAt":"2026-01-02T03:05:05Z"}}`); err != nil {
-		t.Errorf("the bot's second restart of a pool: %v", err)
-	}
-	if err := patch(c, `{"spec":{"replicas":8}}`); err != nil {
-		t.Errorf("the admin's resize of a pool: %v", err)
-	}
-
-	job := &shellv1alpha1.ShellJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "chart-"},
-		Spec: shellv1alpha1.ShellJobSpec{
-			Command: "echo hi", Mode: shellv1alpha1.ModeFork, Pool: "shell",
-			Origin: shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram},
-		},
-	}
-	if err := bot.Create(ctx, job); err != nil {
-		t.Errorf("the bot's ShellJob: %v", err)
-	}
-
 	cliUserMarksDelivered(t, env)
 	rolesMatchTheTable(t, env, workers)
 }
@@ -280,9 +193,14 @@ func cliUserMarksDelivered(t *testing.T, env *testenv.Env) {
 	t.Helper()
 	ctx := context.Background()
 	c := env.Client
-	for user, role := range map[string]string{"carol": "shelljob-editor", "victor": "shelljob-viewer"} {
+	// The roles the built-in edit and view aggregate (envtest runs no
+	// aggregation controller).
+	for name, b := range map[string][2]string{
+		"carol-jobs": {"carol", "shelljob-editor"}, "carol-pools": {"carol", "shellpool-editor"}, "victor": {"victor", "shelljob-viewer"},
+	} {
+		user, role := b[0], b[1]
 		if err := c.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: release + "-" + namespace + "-" + role},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 		}); err != nil {

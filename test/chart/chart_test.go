@@ -1,17 +1,15 @@
 package chart_test
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +20,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/utils/ptr"
@@ -30,6 +27,8 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
+	"shelljob.dev/shelljob/internal/charttest"
+	"shelljob.dev/shelljob/internal/identity"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -63,36 +62,13 @@ var valueSets = []valueSet{
 	{name: "existing-secret", files: []string{"testdata/existing-secret.values.yaml"}, workers: namespace + "-workers",
 		serviceAccounts: "builder,ci.runner", bot: true, egress: "all"},
 	{name: "no-bot", files: []string{"testdata/no-bot.values.yaml"}, workers: "sandboxes", egress: "none"},
-}
-
-// helmBin is $HELM, else bin/helm. Without helm the chart tests skip,
-// except on CI (CI=true), where they fail.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("HELM"); p != "" {
-		return p
-	}
-	p := filepath.Join(rootDir, "bin", "helm")
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no helm at %s and HELM is not set: run the chart tests with `make unit`", p)
-		}
-		t.Skipf("no helm at %s and HELM is not set (make unit builds it)", p)
-	}
-	return p
+	{name: "access", files: []string{"testdata/access.values.yaml"}, workers: namespace + "-workers", bot: true, egress: "all"},
 }
 
 // helmTemplate runs helm template on the chart, as release in namespace.
 func helmTemplate(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(helmBin(t), append([]string{"template", release, chartDir, "--namespace", namespace}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("helm template %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out, nil
+	return charttest.Template(t, namespace, args...)
 }
 
 func (vs valueSet) render(t *testing.T, extra ...string) []byte {
@@ -128,33 +104,7 @@ var decoder = func() runtime.Decoder {
 }()
 
 // documents splits a multi-document YAML stream, dropping empty documents.
-func documents(t *testing.T, data []byte) [][]byte {
-	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs
-		}
-		if err != nil {
-			t.Fatalf("split the manifests: %v", err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) > 0 {
-			docs = append(docs, doc)
-		}
-	}
-}
-
-func stripComments(doc []byte) []byte {
-	var b bytes.Buffer
-	for line := range bytes.Lines(doc) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			b.Write(line)
-		}
-	}
-	return b.Bytes()
-}
+func documents(t *testing.T, data []byte) [][]byte { return charttest.Documents(t, data) }
 
 // objects decodes every rendered document into its Go type.
 func objects(t *testing.T, data []byte) []runtime.Object {
@@ -319,14 +269,23 @@ func TestRBAC(t *testing.T) {
 			if bot := byName[vs.workers+"/shelljob-bot"]; bot != nil {
 				t.Errorf("the bot has a Role %s/%s in the workers namespace", bot.Namespace, bot.Name)
 			}
+			// As itself, the bot reads jobs and pools and writes its
+			// bookkeeping on jobs; it creates jobs, reads their output and
+			// files and restarts pools as the chat admins it impersonates.
 			r := byName[namespace+"/shelljob-bot"]
 			switch {
 			case !vs.bot && r != nil:
 				t.Errorf("bot disabled, but its Role %s/%s is there", r.Namespace, r.Name)
-			case vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "update") ||
-				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || !roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create") ||
-				!roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/log", "get") || roleGrants(r.Rules, "", "pods", "get")):
-				t.Errorf("the bot's Role in %s: want shelljobs create, shelljobs/log get in stream.shelljob.dev, no shellpools update or delete, no pods", namespace)
+			case vs.bot && (r == nil || roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "patch") ||
+				roleGrants(r.Rules, "shell.shelljob.dev", "shellpools", "delete") || roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "create") ||
+				!roleGrants(r.Rules, "shell.shelljob.dev", "shelljobs", "watch") ||
+				roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/log", "get") || roleGrants(r.Rules, "stream.shelljob.dev", "shelljobs/files", "get") ||
+				roleGrants(r.Rules, "", "pods", "get")):
+				t.Errorf("the bot's Role in %s: want shelljobs watched, and no shelljobs create, shellpools patch or delete, no job's output or files, nor pods", namespace)
+			}
+			if tr := byName[namespace+"/shelljob-bot-telegram"]; vs.bot && (tr == nil ||
+				!roleGrants(tr.Rules, "stream.shelljob.dev", "myshelljobs/log", "get") || roleGrants(tr.Rules, "stream.shelljob.dev", "shelljobs/log", "get")) {
+				t.Errorf("the chat admins' Role in %s: want their own jobs' output (myshelljobs/log), and no other's", namespace)
 			}
 			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
 				for _, res := range []string{"pods/exec", "secrets", "pods"} {
@@ -344,9 +303,20 @@ func TestRBAC(t *testing.T) {
 			}
 			for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
 				switch b.RoleRef.Name {
-				case "shelljob-shelljob-system-metrics-auth", "shelljob-shelljob-system-nodes", "system:auth-delegator":
+				case "shelljob-shelljob-system-metrics-auth", "shelljob-shelljob-system-nodes", "system:auth-delegator", "shelljob-shelljob-system-bot-impersonate":
 				default:
-					t.Errorf("ClusterRoleBinding %s to %s: the only ones should bind the metrics auth, the nodes and the auth delegator roles", b.Name, b.RoleRef.Name)
+					t.Errorf("ClusterRoleBinding %s to %s: the only ones should bind the metrics auth, the nodes, the auth delegator and the bot's impersonation roles", b.Name, b.RoleRef.Name)
+				}
+			}
+			// The bot impersonates named users, groups and Telegram ids
+			// alone: an impersonate rule with no names would let it become
+			// anyone.
+			for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+				for _, rule := range cr.Rules {
+					if slices.Contains(rule.Verbs, "impersonate") && (len(rule.ResourceNames) == 0 || len(rule.Verbs) != 1 ||
+						slices.ContainsFunc(rule.ResourceNames, func(n string) bool { return strings.HasPrefix(n, "system:") })) {
+						t.Errorf("ClusterRole %s: impersonate rule %+v, want impersonate alone, on names, none of the system's", cr.Name, rule)
+					}
 				}
 			}
 			// The NetworkPolicy reconciler: Nodes read only, policies
@@ -449,6 +419,25 @@ func TestBot(t *testing.T) {
 		if env[name] != want {
 			t.Errorf("env %s=%q, want %q", name, env[name], want)
 		}
+	}
+	// -identities names the key of the identities ConfigMap where it is
+	// mounted.
+	var idFile string
+	for _, a := range c.Args {
+		if f, ok := strings.CutPrefix(a, "-identities="); ok {
+			idFile = f
+		}
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if i >= 0 && pod.Volumes[i].ConfigMap != nil && pod.Volumes[i].ConfigMap.Name == "shelljob-bot-identities" &&
+			idFile == path.Join(m.MountPath, identity.Key) {
+			mounted = true
+		}
+	}
+	if !mounted {
+		t.Errorf("-identities=%q is not the key %s of the ConfigMap shelljob-bot-identities where it is mounted (%+v)", idFile, identity.Key, c.VolumeMounts)
 	}
 	if i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }); i < 0 || pod.Volumes[i].Secret.SecretName != "telegram-credentials" {
 		t.Errorf("no volume of the Secret telegram-credentials in %+v", pod.Volumes)
@@ -582,6 +571,15 @@ func TestSchema(t *testing.T) {
 		"jobQuota.shellJobs=0",
 		"jobQuota.shellJobs=lots",
 		"jobQuota.shelljobs=5",
+		"bot.poolVerbs={run}",
+		"bot.identities[0].telegramUser=1",
+		"bot.identities[0].user=alice",
+		"bot.chats[0].chat=-1",
+		"bot.chats[0].pool=Dev",
+		"pools.shell.maxRunningPerUser=0",
+		"pools.shell.users=carol",
+		"pools.shell.stop.user={carol}",
+		"pools.shell.approval.timeoutSeconds=0",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, "--set", set)
@@ -676,27 +674,140 @@ func TestCRDNames(t *testing.T) {
 	}
 }
 
-// TestOriginUserPolicy: the chart fills in the user of a CLI job through a
-// MutatingAdmissionPolicy where the cluster serves it, bound to the
-// release's namespace, and renders none where it does not.
-func TestOriginUserPolicy(t *testing.T) {
-	const api = "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"
-	objs := objects(t, valueSets[0].render(t, "--api-versions", api))
+// TestMutatingPolicies: the chart fills in the user of a CLI job, and who
+// stopped a job, through MutatingAdmissionPolicies where the cluster
+// serves them, bound to the release's namespace, and renders none where it
+// does not.
+func TestMutatingPolicies(t *testing.T) {
+	objs := objects(t, valueSets[0].render(t, "--api-versions", mutatingAdmissionPolicies))
 	policies := ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objs)
-	bindings := ofType[*admissionregistrationv1.MutatingAdmissionPolicyBinding](objs)
-	if len(policies) != 1 || len(bindings) != 1 {
-		t.Fatalf("%d policies and %d bindings, want one each", len(policies), len(bindings))
+	bindings := map[string]*admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+	for _, b := range ofType[*admissionregistrationv1.MutatingAdmissionPolicyBinding](objs) {
+		bindings[b.Spec.PolicyName] = b
 	}
-	p, b := policies[0], bindings[0]
-	if len(p.Spec.Mutations) != 1 || p.Spec.Mutations[0].JSONPatch == nil ||
-		!strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "request.userInfo.username") {
-		t.Errorf("mutations %+v", p.Spec.Mutations)
+	var names []string
+	for _, p := range policies {
+		names = append(names, p.Name)
+		if len(p.Spec.Mutations) != 1 || p.Spec.Mutations[0].JSONPatch == nil ||
+			!strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "request.userInfo.username") {
+			t.Errorf("%s: mutations %+v", p.Name, p.Spec.Mutations)
+		}
+		b := bindings[p.Name]
+		if b == nil || b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
+			b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
+			t.Errorf("%s: binding %+v", p.Name, b)
+		}
 	}
-	if b.Spec.PolicyName != p.Name || b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil ||
-		b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != namespace {
-		t.Errorf("binding %+v", b.Spec)
+	slices.Sort(names)
+	if want := []string{"shelljob-shelljob-system-origin-user", "shelljob-shelljob-system-stop-by"}; !slices.Equal(names, want) {
+		t.Errorf("policies %q, want %q", names, want)
 	}
 	if n := len(ofType[*admissionregistrationv1.MutatingAdmissionPolicy](objects(t, valueSets[0].render(t)))); n != 0 {
 		t.Errorf("%d policies on a cluster without the API", n)
 	}
+}
+
+// TestIdentityRefusals: the chart refuses identities the bot must not be
+// allowed to become, and mappings the bot could not read.
+func TestIdentityRefusals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		set  []string
+		want string
+	}{
+		"an identity of no admin": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=2", "bot.identities[0].user=alice"},
+			want: "bot.identities[0]: Telegram user 2 is not in bot.admins"},
+		"an admin twice": {
+			set: []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=alice",
+				"bot.identities[1].telegramUser=1", "bot.identities[1].user=bob"},
+			want: "bot.identities[1]: Telegram user 1 is listed twice"},
+		"a system user": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=system:admin"},
+			want: "user system:admin: a chat admin may not be a system: user"},
+		"a ServiceAccount": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=system:serviceaccount:kube-system:default"},
+			want: "a chat admin may not be a system: user"},
+		"another admin's default identity": {
+			set:  []string{"bot.admins={1,2}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=shelljob:telegram:2"},
+			want: "user shelljob:telegram:2 is another Telegram user's default identity"},
+		"system:masters": {
+			set:  []string{"bot.admins={1}", "bot.identities[0].telegramUser=1", "bot.identities[0].user=alice", "bot.identities[0].groups={system:masters}"},
+			want: "group system:masters: a chat admin may not be in a system: group"},
+		"a chat twice": {
+			set:  []string{"bot.chats[0].chat=-5", "bot.chats[0].pool=a", "bot.chats[1].chat=-5", "bot.chats[1].pool=b"},
+			want: "bot.chats[1]: chat -5 is zero or listed twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var args []string
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			_, err := helmTemplate(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestIdentities: the bot reads the chart's mapping (internal/identity),
+// and may impersonate exactly the identities it gives the admins: every
+// admin's user, group and Telegram id, and nothing else.
+func TestIdentities(t *testing.T) {
+	objs := objects(t, valueSets[3].render(t))
+	var mapping *identity.Mapping
+	for _, cm := range ofType[*corev1.ConfigMap](objs) {
+		if cm.Name == "shelljob-bot-identities" {
+			m, err := identity.Parse([]byte(cm.Data[identity.Key]))
+			if err != nil {
+				t.Fatalf("the bot cannot read the chart's identities: %v\n%s", err, cm.Data[identity.Key])
+			}
+			mapping = m
+		}
+	}
+	if mapping == nil {
+		t.Fatal("no ConfigMap shelljob-bot-identities")
+	}
+	if pool, ok := mapping.PoolOf(-1001234567890); !ok || pool != "dev" {
+		t.Errorf("the dev team's chat runs on %q, %v; want dev", pool, ok)
+	}
+	var users, groups, ids []string
+	for _, admin := range []int64{111, 222, 333} {
+		id := mapping.Of(admin)
+		users = append(users, id.User)
+		groups = append(groups, id.Groups...)
+		ids = append(ids, strconv.FormatInt(admin, 10))
+	}
+	want := map[string][]string{"users": sortedSet(users), "groups": sortedSet(groups),
+		"userextras/shelljob.dev/telegram-user": sortedSet(ids)}
+	got := map[string][]string{}
+	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		for _, rule := range cr.Rules {
+			if slices.Contains(rule.Verbs, "impersonate") {
+				for _, r := range rule.Resources {
+					got[r] = append(got[r], rule.ResourceNames...)
+				}
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the bot impersonates %v, want %v", got, want)
+	}
+	for r, names := range want {
+		if !slices.Equal(sortedSet(got[r]), names) {
+			t.Errorf("the bot impersonates %s %q, want %q", r, got[r], names)
+		}
+	}
+	d := deployment(t, objs, "shelljob-bot")
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == "shelljob-bot-identities"
+	}) {
+		t.Error("the bot does not mount its identities")
+	}
+}
+
+func sortedSet(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
 }

@@ -318,7 +318,7 @@ func TestChatPoolRestartMidJob(t *testing.T) {
 	p := Chats(t)
 	m, _ := runLong(t, p.Group, ".a sleep 15; echo finished on the old pool")
 	x := p.Group.Send(".x")
-	if got, want := p.Group.Answer(x), texts.PoolRestarted+"\n"+texts.OldPoolHere(1); got != want {
+	if got, want := p.Group.Answer(x), texts.PoolRestarted("")+"\n"+texts.OldPoolHere(1, ""); got != want {
 		t.Errorf(".x: %q, want %q", got, want)
 	}
 	if fin := p.Group.Final(m, 2*time.Minute); fin.Text != "finished on the old pool" {

@@ -213,7 +213,17 @@ func Job(t *testing.T, name, command string) *utiltesting.ShellJobWrapper {
 
 // testLabel is t's name as a label value: subtests' slashes become dots.
 func testLabel(t *testing.T) string {
-	v := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "."))
+	v := strings.Map(func(r rune) rune {
+		switch {
+		case r == '/':
+			return '.'
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '_' // a subtest's name may hold anything; a label may not
+	}, t.Name())
 	return strings.Trim(v[:min(len(v), validation.LabelValueMaxLength)], "-_.")
 }
 

@@ -24,6 +24,7 @@ import (
 	"shelljob.dev/shelljob/agent/agenttest"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/identity"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -495,17 +496,27 @@ func TestReadersGoneJobStillEnds(t *testing.T) {
 
 // TestOriginCannotBeForged: the chart's admission policy ties a job's
 // origin to the account that creates it, and the API server fills in the
-// user of a CLI job that names none. Every create is a dry run: the
-// policies answer, and nothing runs.
+// user of a CLI job that names none: a Telegram job comes only from the
+// bot acting for its sender (the Telegram user extra only the bot may
+// impersonate; here the test's admin does). Every create is a dry run:
+// the policies answer, and nothing runs.
 func TestOriginCannotBeForged(t *testing.T) {
-	bot := "system:serviceaccount:" + Namespace + ":shelljob-bot"
-	asBot := rest.CopyConfig(restConfig)
-	asBot.Impersonate = rest.ImpersonationConfig{UserName: bot}
-	botClient, err := client.New(asBot, client.Options{Scheme: c.Scheme()})
-	if err != nil {
-		t.Fatal(err)
+	impersonating := func(imp rest.ImpersonationConfig) client.Client {
+		cfg := rest.CopyConfig(restConfig)
+		cfg.Impersonate = imp
+		cl, err := client.New(cfg, client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
 	}
-	telegram := shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "42", Chat: 42, Message: 1}
+	botClient := impersonating(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + Namespace + ":shelljob-bot"})
+	// alice as the bot impersonates a chat admin; the chart lets every chat
+	// admin use its bot.pool, shell.
+	alice := impersonating(identity.Identity{TelegramUser: 42, User: "alice", Groups: []string{identity.Group}}.Impersonation())
+	aliceCLI := impersonating(rest.ImpersonationConfig{UserName: "alice", Groups: []string{identity.Group}})
+	telegram := shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginTelegram, User: "alice", TelegramUser: 42, Chat: 42, Message: 1}
+	const onlyBot = "only the shelljob bot creates jobs from Telegram"
 	cases := []struct {
 		name   string
 		as     client.Client
@@ -517,13 +528,15 @@ func TestOriginCannotBeForged(t *testing.T) {
 		{"the CLI as its own user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: Username}, "", Username},
 		{"the CLI naming no user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI}, "", Username},
 		{"the CLI as another user", c, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it", ""},
-		{"Telegram from a user", c, telegram, "only the shelljob bot's ServiceAccount", ""},
-		{"Telegram from the bot", botClient, telegram, "", "42"},
-		{"the CLI from the bot as a user", botClient, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, "must be the user who creates it", ""},
+		{"Telegram from the admin", c, telegram, onlyBot, ""},
+		{"Telegram from alice's own credentials", aliceCLI, telegram, onlyBot, ""},
+		{"Telegram from the bot as itself", botClient, telegram, `cannot create resource "shelljobs"`, ""},
+		{"Telegram from the bot acting for alice", alice, telegram, "", "alice"},
+		{"the CLI from the bot as a user", botClient, shellv1alpha1.ShellJobOrigin{Source: shellv1alpha1.OriginCLI, User: "alice"}, `cannot create resource "shelljobs"`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			j := Job(t, "origin", "true").Origin(tc.origin).Obj()
+			j := Job(t, "origin", "true").Origin(tc.origin).Pool(shellv1alpha1.DefaultPool).Obj()
 			err := tc.as.Create(context.Background(), j, client.DryRunAll)
 			switch {
 			case tc.refuse == "" && err != nil:
