@@ -20,6 +20,8 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/eventlimit"
+	"shelljob.dev/shelljob/internal/metrics"
 	"shelljob.dev/shelljob/internal/scheduler"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -138,7 +140,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	if err := mgr.Add(streams); err != nil {
 		return nil, err
 	}
-	recorder := mgr.GetEventRecorder(RecorderName)
+	recorder := eventlimit.New(mgr.GetEventRecorder(RecorderName), eventlimit.Options{Dropped: metrics.EventsDropped})
 	serviceAccounts := ServiceAccountPolicy{Allowed: opts.AllowedServiceAccounts, Operator: opts.OperatorServiceAccount}
 	decisions := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
 	placement := &placer{

@@ -17,6 +17,7 @@ const (
 	StopSignalsName     = "shelljob_stop_signals_total"
 	AgentExecErrorsName = "shelljob_agent_exec_errors_total"
 	PoolWorkersName     = "shelljob_pool_workers"
+	EventsDroppedName   = "shelljob_events_dropped_total"
 )
 
 // Values of the state label of PoolWorkers.
@@ -73,15 +74,21 @@ var (
 		Name: PoolWorkersName,
 		Help: "Workers of a ShellPool's current revision, by pool and state (ready, busy).",
 	}, []string{"pool", "state"})
+	// EventsDropped counts the Events the operator did not record, past
+	// its rate of Events (internal/eventlimit), by type.
+	EventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: EventsDroppedName,
+		Help: "Events the operator dropped past its rate of Events, by type (Normal, Warning).",
+	}, []string{"type"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(JobsStarted, JobsFinished, QueueWait, StartLatency, StopSignals, AgentExecErrors, PoolWorkers)
+	crmetrics.Registry.MustRegister(JobsStarted, JobsFinished, QueueWait, StartLatency, StopSignals, AgentExecErrors, PoolWorkers, EventsDropped)
 }
 
 // Names lists the name of every metric of this package.
 func Names() []string {
-	return []string{JobsStartedName, JobsFinishedName, QueueWaitName, StartLatencyName, StopSignalsName, AgentExecErrorsName, PoolWorkersName}
+	return []string{JobsStartedName, JobsFinishedName, QueueWaitName, StartLatencyName, StopSignalsName, AgentExecErrorsName, PoolWorkersName, EventsDroppedName}
 }
 
 // Histograms lists the names of the histograms among Names.

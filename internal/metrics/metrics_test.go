@@ -21,6 +21,7 @@ func TestRegistered(t *testing.T) {
 	metrics.SignalSent(pool, "SIGINT")
 	metrics.ExecFailed("start")
 	metrics.SetPoolWorkers(pool, 2, 1)
+	metrics.EventsDropped.WithLabelValues("Normal").Add(0)
 	t.Cleanup(func() { metrics.ForgetPool(pool) })
 
 	families, err := crmetrics.Registry.Gather()
