@@ -226,10 +226,14 @@ func TestApproval(t *testing.T) {
 	}
 
 	createJob(t, utiltesting.MakeShellJob("expired", ns).Pool("hasty").User("bob").Command("sleep 100"))
-	waitPhase(t, ns, "expired", shellv1alpha1.PhaseAwaitingApproval)
+	// Its second of AwaitingApproval can pass between two looks of a
+	// loaded machine: its Scheduled condition keeps why it waited.
 	j = waitPhase(t, ns, "expired", shellv1alpha1.PhaseExpired)
 	if e := shelljob.EndOf(j); j.Status.Ran || texts.EndNote(e) != "⌛ Not approved within 1 s: it never ran." {
 		t.Errorf("expired: ran %v, note %q", j.Status.Ran, texts.EndNote(e))
+	}
+	if c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobScheduled); c == nil || c.Reason != shellv1alpha1.ShellJobApprovedReasonAwaitingApproval {
+		t.Errorf("expired: Scheduled condition %+v, want it waiting for approval", c)
 	}
 	eventNote(t, ns, "expired", shellv1alpha1.ShellJobFinishedReasonApprovalExpired)
 	// A decision after the end changes nothing.
