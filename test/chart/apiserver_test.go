@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -212,11 +213,9 @@ func cliUserMarksDelivered(t *testing.T, env *testenv.Env) {
 	patchJobs := access{verb: "patch", group: "shell.shelljob.dev", resource: "shelljobs", namespace: namespace}
 	// RBAC's authorizer sees the bindings above once its informer has:
 	// under a loaded machine, a moment after their create.
-	editor := false
-	for deadline := time.Now().Add(10 * time.Second); !editor && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		editor = allowedAs(t, c, "carol", authenticated, patchJobs)
-	}
-	if !editor {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return allowedAs(t, c, "carol", authenticated, patchJobs), nil
+	}); err != nil {
 		t.Error("an editor may not patch shelljobs")
 	}
 	if allowedAs(t, c, "victor", authenticated, patchJobs) {
