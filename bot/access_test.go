@@ -15,6 +15,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/faketg"
+	"shelljob.dev/shelljob/internal/identity"
 	"shelljob.dev/shelljob/internal/shelljob"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 	"shelljob.dev/shelljob/internal/texts"
@@ -88,7 +89,8 @@ func newAccessEnv(t *testing.T) *accessEnv {
 	return a
 }
 
-// job reads the ShellJob of command message m, whatever its name.
+// job reads the ShellJob of command message m, under its name or one
+// with a suffix.
 func (a *accessEnv) job(chat *faketg.Chat, m faketg.Message) *shellv1alpha1.ShellJob {
 	a.t.Helper()
 	var list shellv1alpha1.ShellJobList
@@ -97,7 +99,8 @@ func (a *accessEnv) job(chat *faketg.Chat, m faketg.Message) *shellv1alpha1.Shel
 	}
 	for i := range list.Items {
 		o := list.Items[i].Spec.Origin
-		if o.Source == shellv1alpha1.OriginTelegram && o.Chat == chat.BotAPIID() && o.Message == int64(m.ID) {
+		if o.Source == shellv1alpha1.OriginTelegram && o.Chat == chat.BotAPIID() && o.Message == int64(m.ID) &&
+			strings.HasPrefix(list.Items[i].Name, shelljob.TelegramName(o, m.Date)) {
 			return &list.Items[i]
 		}
 	}
@@ -164,6 +167,19 @@ func TestChatAccess(t *testing.T) {
 		if err := carol.Create(a.ctx, sq); err != nil {
 			t.Fatalf("carol's job %s: %v", sq.Name, err)
 		}
+	}
+	// alice's delivered job of the same message id and command, an hour
+	// ago: a message of another Telegram's life (a test Telegram that
+	// restarted counts its ids from 1 again), which must not stand for the
+	// command.
+	earlier := &shellv1alpha1.ShellJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.cluster.Namespace, Name: shelljob.TelegramName(origin, now.Add(-time.Hour)) + "-older",
+			Annotations: map[string]string{shellv1alpha1.AnnotationDelivered: now.Add(-time.Hour).UTC().Format(time.RFC3339)}},
+		Spec: shellv1alpha1.ShellJobSpec{Command: "echo mine", Pool: "dev", Mode: shellv1alpha1.ModeFork, Origin: origin, Stop: true},
+	}
+	earlier.Spec.Origin.User, earlier.Spec.Origin.TelegramUser = "alice", a.alice.ID
+	if err := a.asSender("alice", a.alice.ID).Create(a.ctx, earlier); err != nil {
+		t.Fatalf("alice's earlier job %s: %v", earlier.Name, err)
 	}
 	since := a.srv.Seq()
 	m := a.send(a.alice, a.lab, ".a echo mine")
@@ -344,6 +360,20 @@ func (a *accessEnv) answerTo(u *faketg.User, chat *faketg.Chat, id int, text str
 		a.t.Fatal(err)
 	}
 	return a.answer(since, chat, m).Text
+}
+
+// asSender is a client of the bot acting for the chat admin telegramUser
+// mapped to the Kubernetes user name: what the bot's own client of a
+// person is, made here with the API server's admin rights.
+func (a *accessEnv) asSender(name string, telegramUser int64) client.Client {
+	a.t.Helper()
+	cfg := rest.CopyConfig(apiServer.Config)
+	cfg.Impersonate = identity.Identity{TelegramUser: telegramUser, User: name, Groups: []string{identity.Group}}.Impersonation()
+	c, err := client.New(cfg, client.Options{Scheme: apiServer.Scheme, Mapper: apiServer.Client.RESTMapper()})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return c
 }
 
 // cli is a client of the CLI user name, who may create and read ShellJobs

@@ -86,7 +86,7 @@ func (b *Bot) submit(ctx context.Context, p Person, in intake) (sj *shellv1alpha
 		return sj, true, nil
 	}
 	// A restarted bot sent the command again finds the job it runs as.
-	if own := b.commandJob(ctx, in.spec); own != nil {
+	if own := b.commandJob(ctx, name, in.spec); own != nil {
 		return own, true, nil
 	}
 	renamed := name + "-" + utilrand.String(5)
@@ -105,16 +105,20 @@ func (b *Bot) submit(ctx context.Context, p Person, in intake) (sj *shellv1alpha
 	return sj, false, err
 }
 
-// commandJob is the job of the command whose job would have spec, among
-// the bot's jobs, nil when there is none.
-func (b *Bot) commandJob(ctx context.Context, spec shellv1alpha1.ShellJobSpec) *shellv1alpha1.ShellJob {
+// commandJob is the job of the command whose job would have spec and be
+// named name, under name with a suffix (submit's renamed job), among the
+// bot's jobs; nil when there is none. The name holds the time the message
+// was sent: a job of the same chat, message id and command but another
+// time is another message's (a chat's ids begin again when a test
+// Telegram restarts), and never stands for this one.
+func (b *Bot) commandJob(ctx context.Context, name string, spec shellv1alpha1.ShellJobSpec) *shellv1alpha1.ShellJob {
 	all, err := b.cluster.List(ctx)
 	if err != nil {
 		b.cfg.Log.Error(err, "Could not look for the command's job")
 		return nil
 	}
 	for i := range all {
-		if shelljob.SameCommand(&all[i], spec) {
+		if strings.HasPrefix(all[i].Name, name+"-") && shelljob.SameCommand(&all[i], spec) {
 			return &all[i]
 		}
 	}
