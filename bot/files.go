@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gotd/td/tgerr"
+
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
@@ -100,6 +102,7 @@ func (r *run) sendFiles(ctx context.Context) {
 	}
 	if err := b.cluster.Annotate(ctx, r.job.Name, shellv1alpha1.AnnotationFilesAttempted, b.cfg.Clock.Now().UTC().Format(time.RFC3339)); err != nil {
 		b.cfg.Log.Error(err, "Could not record the files' delivery attempt; not sending them", "job", r.job.Name)
+		r.sendNote(ctx, texts.FilesNotRecorded)
 		return
 	}
 	// A .k stops the sending (Job.StopSending).
@@ -117,6 +120,10 @@ func (r *run) sendFiles(ctx context.Context) {
 	}
 	limits := b.cfg.Files.Out()
 	ignore := func(name string) bool { return inputs[path.Base(name)] }
+	var (
+		notSent     []string
+		notSentMore int
+	)
 	report, err := outfiles.Read(pr, outfiles.Options{Limits: limits, Ignore: ignore}, func(of outfiles.File, content io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return err // a .k stopped the sending
@@ -125,20 +132,37 @@ func (r *run) sendFiles(ctx context.Context) {
 		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.To(r.note.Chat).Reply(r.cmdMsg).File(ctx, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
+			if len(notSent) < outfiles.MaxListed {
+				notSent = append(notSent, texts.OutFileNotSent(name, refusal(err)))
+			} else {
+				notSentMore++
+			}
 		}
 		return nil
 	})
 	if ctx.Err() != nil {
 		return // stopped: the .k's answer says so
 	}
-	if err != nil {
-		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
-	}
 	var named []string
 	for _, s := range report.Skipped {
 		named = append(named, texts.OutFileSkipped(path.Base(s.Name), s, limits))
 	}
-	if note := texts.FilesNotSent(named, report.Unlisted, report.OverCount, limits.Count); note != "" {
+	named = append(named, notSent...)
+	note := texts.FilesNotSent(named, report.Unlisted+notSentMore, report.OverCount, limits.Count)
+	if err != nil {
+		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
+		note = texts.FilesUnread(note, err)
+	}
+	if note != "" {
 		r.sendNote(ctx, note)
 	}
+}
+
+// refusal is why Telegram did not take a message: the type of its RPC
+// error ("Telegram: MEDIA_EMPTY"), else the error.
+func refusal(err error) string {
+	if rpc, ok := tgerr.As(err); ok {
+		return "Telegram: " + rpc.Type
+	}
+	return err.Error()
 }

@@ -2,12 +2,15 @@ package bot_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/gotd/td/tg"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot"
@@ -135,6 +138,94 @@ func TestFilesCountCapped(t *testing.T) {
 			}
 			if !slices.Equal(sent, tc.sent) {
 				t.Errorf("sent %d files %q, want %d %q", len(sent), sent, len(tc.sent), tc.sent)
+			}
+		})
+	}
+}
+
+// cutFiles cuts each job's files stream after its first n bytes with err,
+// as a worker or a connection lost in the middle would.
+type cutFiles struct {
+	bot.Cluster
+	n   int64
+	err error
+}
+
+func (c *cutFiles) GetFiles(ctx context.Context, job string, w io.Writer) error {
+	lw := &limitedWriter{w: w, left: c.n}
+	if err := c.Cluster.GetFiles(ctx, job, lw); err != nil && !errors.Is(err, errLimit) {
+		return err
+	}
+	return c.err
+}
+
+var errLimit = errors.New("limit reached")
+
+type limitedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		n, _ := l.w.Write(p[:l.left])
+		l.left -= int64(n)
+		return n, errLimit
+	}
+	n, err := l.w.Write(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// A file that Telegram refuses, and the files a cut stream never brought,
+// are in the note with the reason: nothing of $SHELLJOB_OUT goes missing
+// without a word.
+func TestFilesNotAllSent(t *testing.T) {
+	cut := errors.New("the worker went away")
+	for name, tc := range map[string]struct {
+		wrap    func(bot.Cluster) bot.Cluster
+		refuse  bool
+		sent    []string
+		inNote  []string
+		notNote string
+	}{
+		"refused by Telegram": {
+			refuse: true,
+			sent:   []string{"b.txt"},
+			inNote: []string{"⚠ Not sent from $SHELLJOB_OUT:\n", texts.OutFileNotSent("a.txt", "Telegram: MEDIA_EMPTY")},
+		},
+		"stream cut": {
+			// a.txt's header and block, then a part of b.txt's header.
+			wrap:   func(c bot.Cluster) bot.Cluster { return &cutFiles{Cluster: c, n: 2*512 + 100, err: cut} },
+			sent:   []string{"a.txt"},
+			inNote: []string{"⚠ Not sent from $SHELLJOB_OUT:\n", "any files past those sent and listed: they could not be read (", cut.Error()},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, envOptions{wrap: tc.wrap})
+			if tc.refuse {
+				e.srv.FailNext(tg.MessagesSendMediaRequestTypeID, 1, faketg.RPCError("MEDIA_EMPTY"))
+			}
+			since := e.srv.Seq()
+			m := e.send(e.admin, e.group, `.a cd "$SHELLJOB_OUT"; echo a > a.txt; echo b > b.txt`)
+			note := e.wait(since, "the note", func(ev faketg.Event) bool {
+				return sendTo(e.group, m.ID)(ev) && strings.HasPrefix(ev.Text, "⚠")
+			})
+			t.Logf("the note: %q", note.Text)
+			for _, want := range tc.inNote {
+				if !strings.Contains(note.Text, want) {
+					t.Errorf("note %q does not hold %q", note.Text, want)
+				}
+			}
+			e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
+			var sent []string
+			for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
+				if ev.Media != nil && ev.OK() {
+					sent = append(sent, ev.Media.Filename)
+				}
+			}
+			if !slices.Equal(sent, tc.sent) {
+				t.Errorf("sent %q, want %q", sent, tc.sent)
 			}
 		})
 	}

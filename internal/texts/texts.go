@@ -269,6 +269,10 @@ const (
 	// final that could take the bot down is sent with nothing of the
 	// output unless its attempt is on record, where the next run sees it.
 	FinalNotRecorded = "⚠ The output could not be sent: the cluster refused to record this final's delivery."
+	// FilesNotRecorded is the note of a job whose files are not sent
+	// because the cluster refused to record the attempt, without which a
+	// bot killed sending them would send them again.
+	FilesNotRecorded = "⚠ The files in $SHELLJOB_OUT were not sent: the cluster refused to record their delivery."
 	// InFilesNotPut ends the final of a job whose replied-to files could
 	// not be put into its directory: it is stopped before it runs.
 	InFilesNotPut = "⚠ The replied-to files could not be put in place; the command did not run. Send it again."
@@ -317,6 +321,36 @@ func OutFileSkipped(name string, s outfiles.Skip, l outfiles.Limits) string {
 		return OutJobTooBig(name, s.Size, l.Job)
 	}
 	return OutFileBadName(s.Name)
+}
+
+// OutFileNotSent names a $SHELLJOB_OUT file that Telegram did not take,
+// and why (its error, as "Telegram: MEDIA_EMPTY").
+func OutFileNotSent(name, why string) string {
+	return fmt.Sprintf("%s (could not be sent: %s)", name, cut(why))
+}
+
+// FilesUnread adds to note, the note on the files not sent (FilesNotSent,
+// "" for none), that the job's files could not all be read from its
+// worker.
+func FilesUnread(note string, err error) string {
+	line := fmt.Sprintf("any files past those sent and listed: they could not be read (%s)", cut(err.Error()))
+	if note == "" {
+		return FilesSkipped([]string{line})
+	}
+	return note + "\n" + line
+}
+
+// maxErrorText is how much of an error a note quotes: ten of them and the
+// note's names fit in one chat message.
+const maxErrorText = 160
+
+// cut is an error's text for a note, cut to maxErrorText runes.
+func cut(why string) string {
+	r := []rune(why)
+	if len(r) <= maxErrorText {
+		return why
+	}
+	return string(r[:maxErrorText-1]) + "…"
 }
 
 // FilesSkipped is the note that lists the files not sent, one a line.

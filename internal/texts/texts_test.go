@@ -1,6 +1,8 @@
 package texts_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"shelljob.dev/shelljob/internal/outfiles"
@@ -38,5 +40,19 @@ func TestFilesNotSent(t *testing.T) {
 		if got := texts.OutFileSkipped(tc.s.Name, tc.s, l); got != tc.want {
 			t.Errorf("OutFileSkipped(%+v) = %q, want %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// A note on files not sent adds the ones that could not be read last, and
+// quotes at most 160 characters of a reason.
+func TestFilesUnread(t *testing.T) {
+	cut := errors.New("read: " + strings.Repeat("x", 200))
+	line := "any files past those sent and listed: they could not be read (read: " + strings.Repeat("x", 153) + "…)"
+	if got, want := texts.FilesUnread("", cut), "⚠ Not sent from $SHELLJOB_OUT:\n"+line; got != want {
+		t.Errorf("alone: got %q\nwant %q", got, want)
+	}
+	note := texts.FilesNotSent([]string{texts.OutFileNotSent("a.txt", "Telegram: MEDIA_EMPTY")}, 0, 0, 100)
+	if got, want := texts.FilesUnread(note, cut), "⚠ Not sent from $SHELLJOB_OUT:\na.txt (could not be sent: Telegram: MEDIA_EMPTY)\n"+line; got != want {
+		t.Errorf("after a file: got %q\nwant %q", got, want)
 	}
 }
