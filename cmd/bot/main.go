@@ -51,6 +51,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -132,6 +133,9 @@ func run() error {
 		keptOutput = -1 // none: Config's zero is its default
 	}
 	log := crzap.New(crzap.WriteTo(os.Stderr), crzap.Level(zapcore.Level(-*verbosity)))
+	// controller-runtime's cache and client-go's reflectors log through
+	// its global logger.
+	crlog.SetLogger(log)
 	cfg, err := config.GetConfig()
 	if err != nil {
 		return err
