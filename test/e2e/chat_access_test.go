@@ -86,6 +86,7 @@ func chatAccess(t *testing.T) chatPeople {
 	}
 	revision := history[len(history)-1].Revision
 	t.Cleanup(func() {
+		dumpBotLog(t)
 		helmRun(t, "rollback", "shelljob", strconv.Itoa(revision), "-n", Namespace, "--wait", "--timeout", "5m")
 		rolloutStatus(t, BotDeployment)
 	})

@@ -72,7 +72,46 @@ func Telegram(t *testing.T) control.API {
 	if tgErr != nil {
 		t.Fatalf("the fake Telegram's control API: %v", tgErr)
 	}
+	botLogOnFailure(t)
 	return tg
+}
+
+// botLogTests are the tests whose failure prints the bot's log, each with
+// when it began.
+var botLogTests sync.Map
+
+// botLogOnFailure has a failed test print the bot's log of its time (a CI
+// run keeps nothing else of it), once, at its end or at dumpBotLog.
+func botLogOnFailure(t *testing.T) {
+	if _, dup := botLogTests.LoadOrStore(t, time.Now()); !dup {
+		t.Cleanup(func() { dumpBotLog(t) })
+	}
+}
+
+// botLogLines is how many of the log's last lines (info and above) a
+// failed test prints.
+const botLogLines = 150
+
+// dumpBotLog prints the bot's log since the test began when it failed,
+// once: a cleanup that replaces the bot (a helm rollback) calls it first.
+func dumpBotLog(t *testing.T) {
+	began, ok := botLogTests.LoadAndDelete(t)
+	if !ok || !t.Failed() {
+		return
+	}
+	since := time.Since(began.(time.Time)).Round(time.Second) + 10*time.Second
+	out, err := kubectlCmd("-n", Namespace, "logs", "-l", "app.kubernetes.io/component=bot", "--since="+since.String(),
+		"--tail=-1", "--prefix", "--timestamps=false").CombinedOutput()
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" && !strings.Contains(l, `"level":"debug"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > botLogLines {
+		lines = lines[len(lines)-botLogLines:]
+	}
+	t.Logf("the bot's log since the test began (err %v), its last %d lines but debug:\n%s", err, len(lines), strings.Join(lines, "\n"))
 }
 
 var forwardLine = regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)

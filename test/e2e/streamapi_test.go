@@ -70,8 +70,11 @@ func (e auditEvent) reader() string {
 	return e.User.Username
 }
 
-// auditedReads are the completed requests for the job's subresource sub
-// through resource in the API server's audit log.
+// auditedReads are the requests for the job's subresource sub through
+// resource in the API server's audit log, as they completed or, for a
+// long-running one (a follow), as its response started: a follow its
+// reader hangs up on before its end (the bot, once it has the final) ends
+// in the stage Panic, the API server's way to abort a proxied response.
 func auditedReads(t *testing.T, j *shellv1alpha1.ShellJob, resource, sub string) []auditEvent {
 	t.Helper()
 	out, err := dockerExec(controlPlaneNode, "grep", "-F", `"name":"`+j.Name+`"`, auditLog)
@@ -81,7 +84,7 @@ func auditedReads(t *testing.T, j *shellv1alpha1.ShellJob, resource, sub string)
 	var events []auditEvent
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var e auditEvent
-		if json.Unmarshal([]byte(line), &e) != nil || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+		if json.Unmarshal([]byte(line), &e) != nil || (e.Stage != "ResponseComplete" && e.Stage != "ResponseStarted") || e.ObjectRef == nil {
 			continue
 		}
 		if r := e.ObjectRef; r.APIGroup == streamv1alpha1.GroupName && r.Resource == resource && r.Subresource == sub && r.Namespace == j.Namespace {
