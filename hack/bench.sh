@@ -325,6 +325,8 @@ section_memory() {
     "${q}" "$(bench opmem_queued_pace)" "$(bench opmem_burst_pace)"
   printf '%s finished jobs created in %s s, all ended %s s after the first create\n' \
     "${f}" "$(bench opmem_finished_create_s)" "$(bench opmem_finished_end_s)"
+  printf 'restarted with them there, the operator led and ended a job %s s after its pods were deleted\n' \
+    "$(bench opmem_restart_ready_s)"
   echo
   echo "== The bot through the same ${f} finished jobs =="
   above_table botmem_rest \
