@@ -310,7 +310,7 @@ section_memory() {
   # shellcheck disable=SC2064
   trap "rm -f '${BENCH_LOG}'" RETURN
   local q f
-  q="$(bench opmem_queued_jobs)" f="$(bench opmem_finished_jobs)"
+  q="$(printf '%.0f' "$(bench opmem_queued_jobs)")" f="$(printf '%.0f' "$(bench opmem_finished_jobs)")"
   echo "== The operator's memory with ShellJobs of 64 KiB commands (kind, its container's cgroup) =="
   above_table opmem_rest \
     "${q} queued: peak while created and queued|opmem_queued_peak" \
