@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
 )
@@ -37,6 +38,10 @@ func (d *daemon) waitWorker(match func(agentapi.Worker) bool) agentapi.Worker {
 	}
 	return *e.Worker
 }
+
+// fullWait is how long TestSpoolBudget waits for a worker that may have
+// become full to say so.
+const fullWait = 3 * time.Second
 
 // TestSpoolBudget: past the budget below the spool volume's size, the
 // spools of delivered jobs go, oldest first, and an undelivered one stays,
@@ -85,11 +90,13 @@ func TestSpoolBudget(t *testing.T) {
 	d.run()
 
 	// Undelivered ones, until they fill the budget: the delivered ones all
-	// go first, then the worker is full.
+	// go first, then the worker is full. The agent works out whether it is
+	// full just after the job's exit event: the first worker event after
+	// that may be from before, so a full one is waited for, a while.
 	for i := 0; ; i++ {
 		id := "u" + strconv.Itoa(i)
 		run(id, false)
-		if e, err := d.waitEvent(waitShort, func(e agentapi.Event) bool { return e.Type == agentapi.EventWorker }); err == nil && e.Worker.SpoolFull {
+		if _, err := d.waitEvent(fullWait, func(e agentapi.Event) bool { return e.Type == agentapi.EventWorker && e.Worker.SpoolFull }); err == nil {
 			break
 		}
 		if i > 10 {
