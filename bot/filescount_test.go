@@ -183,11 +183,10 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 func TestFilesNotAllSent(t *testing.T) {
 	cut := errors.New("the worker went away")
 	for name, tc := range map[string]struct {
-		wrap    func(bot.Cluster) bot.Cluster
-		refuse  bool
-		sent    []string
-		inNote  []string
-		notNote string
+		wrap   func(bot.Cluster) bot.Cluster
+		refuse bool
+		sent   []string
+		inNote []string
 	}{
 		"refused by Telegram": {
 			refuse: true,

@@ -2,6 +2,5 @@
 
 package bot_test
 
-// raceDetector tells whether the tests run under the race detector, which
-// makes the bot's byte-by-byte work on output many times slower.
+// raceDetector tells whether the tests run under the race detector.
 const raceDetector = true

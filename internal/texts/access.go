@@ -176,11 +176,7 @@ func ApprovalSettled(note string, n int64, pool, author, command string) string 
 // message (with "…" where it was cut).
 func approvalMessage(head, command string) string {
 	head += "\n\n"
-	room := messageUnits - utf16text.Len(head)
-	if utf16text.Len(command) > room {
-		command = utf16text.Head(command, room-utf16text.Len("…")) + "…"
-	}
-	return head + command
+	return head + cutTo(command, messageUnits-utf16text.Len(head))
 }
 
 // ApprovedNote heads the approval message of an approved job: "✅

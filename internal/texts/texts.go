@@ -14,6 +14,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/outfiles"
 	"shelljob.dev/shelljob/internal/shelljob"
+	"shelljob.dev/shelljob/internal/utf16text"
 )
 
 // Preview headers and cursor.
@@ -340,17 +341,19 @@ func FilesUnread(note string, err error) string {
 	return note + "\n" + line
 }
 
-// maxErrorText is how much of an error a note quotes: ten of them and the
-// note's names fit in one chat message.
+// maxErrorText is how much of an error a note quotes, in Telegram's
+// UTF-16 units: ten of them and the note's names fit in one chat message.
 const maxErrorText = 160
 
-// cut is an error's text for a note, cut to maxErrorText runes.
-func cut(why string) string {
-	r := []rune(why)
-	if len(r) <= maxErrorText {
-		return why
+// cut is an error's text for a note, cut to maxErrorText.
+func cut(why string) string { return cutTo(why, maxErrorText) }
+
+// cutTo is s cut to units UTF-16 units, with "…" where it was cut.
+func cutTo(s string, units int) string {
+	if utf16text.Len(s) <= units {
+		return s
 	}
-	return string(r[:maxErrorText-1]) + "…"
+	return utf16text.Head(s, units-utf16text.Len("…")) + "…"
 }
 
 // FilesSkipped is the note that lists the files not sent, one a line.
