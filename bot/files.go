@@ -120,10 +120,7 @@ func (r *run) sendFiles(ctx context.Context) {
 	}
 	limits := b.cfg.Files.Out()
 	ignore := func(name string) bool { return inputs[path.Base(name)] }
-	var (
-		notSent     []string
-		notSentMore int
-	)
+	var notSent []string
 	report, err := outfiles.Read(pr, outfiles.Options{Limits: limits, Ignore: ignore}, func(of outfiles.File, content io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return err // a .k stopped the sending
@@ -132,11 +129,7 @@ func (r *run) sendFiles(ctx context.Context) {
 		f := File{Name: name, Reader: content, Size: of.Size, Photo: photoExts[strings.ToLower(path.Ext(name))]}
 		if _, err := b.tg.To(r.note.Chat).Reply(r.cmdMsg).File(ctx, f); err != nil {
 			b.cfg.Log.Error(err, "Could not send a file", "job", r.job.Name, "file", name)
-			if len(notSent) < outfiles.MaxListed {
-				notSent = append(notSent, texts.OutFileNotSent(name, refusal(err)))
-			} else {
-				notSentMore++
-			}
+			notSent = append(notSent, texts.OutFileNotSent(name, refusal(err)))
 		}
 		return nil
 	})
@@ -147,8 +140,15 @@ func (r *run) sendFiles(ctx context.Context) {
 	for _, s := range report.Skipped {
 		named = append(named, texts.OutFileSkipped(path.Base(s.Name), s, limits))
 	}
+	// The note names MaxListed files at most, whatever kept them back, to
+	// fit in one message; it counts the others.
 	named = append(named, notSent...)
-	note := texts.FilesNotSent(named, report.Unlisted+notSentMore, report.OverCount, limits.Count)
+	unlisted := report.Unlisted
+	if len(named) > outfiles.MaxListed {
+		unlisted += len(named) - outfiles.MaxListed
+		named = named[:outfiles.MaxListed]
+	}
+	note := texts.FilesNotSent(named, unlisted, report.OverCount, limits.Count)
 	if err != nil {
 		b.cfg.Log.Error(err, "Could not get the job's files", "job", r.job.Name)
 		note = texts.FilesUnread(note, err)
