@@ -48,6 +48,32 @@ func (e *env) final(since int, chat *faketg.Chat, msg int) faketg.Event {
 	return ev
 }
 
+// finalFile waits for the .txt file of command msg's final: a reply to
+// the command when the final came at once, or to its preview when the
+// output came slowly enough for one to open first.
+func (e *env) finalFile(since int, chat *faketg.Chat, msg int) faketg.Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	var file faketg.Event
+	_, err := e.srv.WaitFor(ctx, func(l faketg.Log) bool {
+		l = l.After(since).In(chat).OK()
+		under := map[int]bool{msg: true}
+		for _, ev := range l.Of(faketg.Send) {
+			if ev.ReplyTo == msg {
+				under[ev.MsgID] = true
+			}
+		}
+		var ok bool
+		file, ok = l.Of(faketg.Upload).Find(func(ev faketg.Event) bool { return under[ev.ReplyTo] })
+		return ok
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for the final's file: %v", err)
+	}
+	return file
+}
+
 func (e *env) finalEdit(since int, id int) faketg.Event {
 	e.t.Helper()
 	return e.wait(since, "the final edit", func(ev faketg.Event) bool {
@@ -134,7 +160,7 @@ func TestLongOutputFile(t *testing.T) {
 	since := e.srv.Seq()
 	// Quick: no preview, the .txt file alone.
 	m := e.send(e.admin, e.group, ".a seq 1 2000")
-	up := e.wait(since, "the file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+	up := e.finalFile(since, e.group, m.ID)
 	if up.Media == nil || up.Media.Filename != "output.txt" || !strings.HasSuffix(string(up.Media.Data), "1999\n2000") {
 		t.Errorf("file = %+v", up.Media)
 	}

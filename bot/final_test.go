@@ -110,17 +110,11 @@ func (f *flood) Follow(ctx context.Context, job *shellv1alpha1.ShellJob, offset 
 // writes, and builds a long final from the spool: its .txt file counts
 // what the spool did not keep, not what the bot did not.
 func TestFloodMemoryAndNotKeptCount(t *testing.T) {
-	if raceDetector {
-		// A measure of memory and volume, run by make unit. Under the race
-		// detector its final did not come within 30 s in three of six
-		// runs (the others took 13 s): not understood yet.
-		t.Skip("a memory measure; under the race detector its final comes late at times")
-	}
 	f := &flood{size: 256 << 20, kept: 2 << 20}
 	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { f.Cluster = c; return f }})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a sleep 1")
-	up := e.wait(since, "the file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+	up := e.finalFile(since, e.group, m.ID)
 	f.mu.Lock()
 	grown := f.grown
 	f.mu.Unlock()
@@ -172,7 +166,7 @@ func TestOutputMemorySpent(t *testing.T) {
 			e := newEnv(t, envOptions{outputMemory: tc.memory, wrap: func(c bot.Cluster) bot.Cluster { follows.Cluster = c; return follows }})
 			since := e.srv.Seq()
 			m := e.send(e.admin, e.group, ".a seq 1 6000")
-			up := e.wait(since, "the file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+			up := e.finalFile(since, e.group, m.ID)
 			var want strings.Builder
 			for i := 1; i <= 6000; i++ {
 				fmt.Fprintf(&want, "%d\n", i)
