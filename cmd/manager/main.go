@@ -58,11 +58,14 @@ func run() int {
 		podCIDRs, deniedCIDRs  string
 		workerSecurity         controllers.WorkerSecurity
 		streamAddr, streamCert string
+		pprofAddr              string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", `Address of the metrics endpoint; "0" turns it off.`)
 	flag.BoolVar(&metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS, to callers the API server authenticates and authorizes (get on /metrics); false: plain HTTP.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"Address of Go's /debug/pprof/ profiles (plain HTTP, with no authentication: reach it by kubectl port-forward). Empty: off.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader, so that only one replica acts at a time.")
 	flag.StringVar(&namespace, "namespace", defaultNamespace(),
 		"The namespace of the pools, jobs, job counter and leader lease. Defaults to $WATCH_NAMESPACE, then to $POD_NAMESPACE, the operator's own.")
@@ -172,6 +175,7 @@ func run() int {
 		Scheme:                        scheme,
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                leaderElect,
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       namespace,
