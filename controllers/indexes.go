@@ -16,6 +16,9 @@ import (
 const (
 	// indexJobPool is the pool (spec.pool, defaulted) of an unfinished job.
 	indexJobPool = "unfinished.spec.pool"
+	// indexJobUnnumbered is the pool of an unfinished job that has no
+	// number yet.
+	indexJobUnnumbered = "unnumbered.spec.pool"
 	// indexJobPod is the worker that an unfinished job holds (status.pod),
 	// if any.
 	indexJobPod = "unfinished.status.pod"
@@ -27,33 +30,44 @@ const (
 	indexJobUID = "metadata.uid"
 )
 
+// jobIndexes are the field indexes of ShellJobs, by name.
+var jobIndexes = map[string]func(*shellv1alpha1.ShellJob) []string{
+	indexJobPool: func(j *shellv1alpha1.ShellJob) []string {
+		if shelljob.IsFinished(j) {
+			return nil
+		}
+		return []string{shelljob.Pool(j)}
+	},
+	indexJobUnnumbered: func(j *shellv1alpha1.ShellJob) []string {
+		if j.Status.Number != 0 || shelljob.IsFinished(j) {
+			return nil
+		}
+		return []string{shelljob.Pool(j)}
+	},
+	indexJobPod: func(j *shellv1alpha1.ShellJob) []string {
+		if j.Status.Pod == "" || shelljob.IsFinished(j) {
+			return nil
+		}
+		return []string{j.Status.Pod}
+	},
+	indexJobUndelivered: func(j *shellv1alpha1.ShellJob) []string {
+		if _, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]; ok || j.Status.Pod == "" || !shelljob.IsFinished(j) {
+			return nil
+		}
+		return []string{j.Status.Pod}
+	},
+	indexJobUID: func(j *shellv1alpha1.ShellJob) []string { return []string{string(j.UID)} },
+}
+
+// jobIndexFunc is the client.IndexerFunc of a ShellJob index.
+func jobIndexFunc(field string) client.IndexerFunc {
+	fn := jobIndexes[field]
+	return func(o client.Object) []string { return fn(o.(*shellv1alpha1.ShellJob)) }
+}
+
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	job := &shellv1alpha1.ShellJob{}
-	indexes := map[string]func(*shellv1alpha1.ShellJob) []string{
-		indexJobPool: func(j *shellv1alpha1.ShellJob) []string {
-			if shelljob.IsFinished(j) {
-				return nil
-			}
-			return []string{shelljob.Pool(j)}
-		},
-		indexJobPod: func(j *shellv1alpha1.ShellJob) []string {
-			if j.Status.Pod == "" || shelljob.IsFinished(j) {
-				return nil
-			}
-			return []string{j.Status.Pod}
-		},
-		indexJobUndelivered: func(j *shellv1alpha1.ShellJob) []string {
-			if _, ok := j.Annotations[shellv1alpha1.AnnotationDelivered]; ok || j.Status.Pod == "" || !shelljob.IsFinished(j) {
-				return nil
-			}
-			return []string{j.Status.Pod}
-		},
-		indexJobUID: func(j *shellv1alpha1.ShellJob) []string { return []string{string(j.UID)} },
-	}
-	for field, fn := range indexes {
-		if err := indexer.IndexField(ctx, job, field, func(o client.Object) []string {
-			return fn(o.(*shellv1alpha1.ShellJob))
-		}); err != nil {
+	for field := range jobIndexes {
+		if err := indexer.IndexField(ctx, &shellv1alpha1.ShellJob{}, field, jobIndexFunc(field)); err != nil {
 			return err
 		}
 	}
@@ -76,8 +90,19 @@ func undeliveredJobs(ctx context.Context, c client.Reader, ns, pod string) ([]sh
 	return listJobs(ctx, c, ns, indexJobUndelivered, pod)
 }
 
+// listJobs lists the jobs whose index holds value. The jobs are the
+// cache's own, not copies: a burst of thousands of unfinished jobs made
+// each pass over a pool copy them all, which held tens of MiB and kept the
+// informer waiting on the cache's lock. Callers read them and never change
+// them; one that must, changes a DeepCopy.
 func listJobs(ctx context.Context, c client.Reader, ns, index, value string) ([]shellv1alpha1.ShellJob, error) {
 	var list shellv1alpha1.ShellJobList
-	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value})
+	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy)
 	return list.Items, err
+}
+
+// jobsAwaitingNumber lists the unfinished jobs of a pool that have no
+// number yet.
+func jobsAwaitingNumber(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
+	return listJobs(ctx, c, ns, indexJobUnnumbered, pool)
 }

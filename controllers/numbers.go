@@ -107,13 +107,13 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 // waiting counts the jobs of the job's pool that wait for a number, itself
 // included, up to maxNumberBlock; 1 if the cache cannot tell.
 func (n *numberer) waiting(ctx context.Context, job *shellv1alpha1.ShellJob) int64 {
-	jobs, err := jobsOfPool(ctx, n.jobs, job.Namespace, shelljob.Pool(job))
+	jobs, err := jobsAwaitingNumber(ctx, n.jobs, job.Namespace, shelljob.Pool(job))
 	if err != nil {
 		return 1
 	}
 	var k int64
 	for _, j := range jobs {
-		if j.Status.Number == 0 && j.UID != job.UID && n.memory.number(client.ObjectKeyFromObject(&j), j.UID) == 0 {
+		if j.UID != job.UID && n.memory.number(client.ObjectKeyFromObject(&j), j.UID) == 0 {
 			k++
 		}
 	}

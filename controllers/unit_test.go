@@ -120,9 +120,7 @@ func TestNumbererTakesABlockForABurst(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: CounterConfigMap},
 			Data:       map[string]string{CounterKey: "10"},
 		}).
-		WithIndex(&shellv1alpha1.ShellJob{}, indexJobPool, func(o client.Object) []string {
-			return []string{shelljob.Pool(o.(*shellv1alpha1.ShellJob))}
-		}).
+		WithIndex(&shellv1alpha1.ShellJob{}, indexJobUnnumbered, jobIndexFunc(indexJobUnnumbered)).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 				updates++
