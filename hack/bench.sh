@@ -25,7 +25,7 @@
 #            namespace, beside its memory at rest in the same run (its
 #            container's cgroup on the kind node): E2E_BENCH_QUEUED (1,000)
 #            jobs queued behind busy workers, then placed, at a pace beside a
-#            burst of as many short jobs; E2E_BENCH_FINISHED (10,000)
+#            burst of as many of the same jobs; E2E_BENCH_FINISHED (10,000)
 #            finished ones, and the operator restarted with them there. The
 #            bot, the API server and etcd are measured through the same.
 #
@@ -321,7 +321,7 @@ section_memory() {
     "${f} finished: peak of a restart with them|opmem_restart_peak" \
     "${f} finished: after that restart, settled|opmem_restart"
   echo "(bar: under 64 MiB above the rest; the operator's restarts: $(bench opmem_restarts), its jobs lost: $(bench opmem_queued_lost))"
-  printf '%s queued jobs placed and run at %s jobs/s, beside %s jobs/s for as many short jobs created at once on free workers\n' \
+  printf '%s queued jobs placed and run at %s jobs/s, beside %s jobs/s for as many of the same jobs created at once on free workers\n' \
     "${q}" "$(bench opmem_queued_pace)" "$(bench opmem_burst_pace)"
   printf '%s finished jobs created in %s s, all ended %s s after the first create\n' \
     "${f}" "$(bench opmem_finished_create_s)" "$(bench opmem_finished_end_s)"

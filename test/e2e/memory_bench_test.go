@@ -47,8 +47,8 @@ const (
 //     jobs that hold every worker of the shell pool: the peak while they
 //     are created and queued, and the memory once they are; then the peak
 //     while they are placed and run, once the sleeps are stopped, and how
-//     fast: their jobs a second beside a burst of as many `echo` jobs
-//     created at once on the free workers, measured first. Each job's
+//     fast: their jobs a second beside a burst of as many of the same
+//     jobs created at once on the free workers, measured first. Each job's
 //     command prints its own length, which its output is checked for.
 //   - finished: E2E_BENCH_FINISHED (10,000) jobs created stopped, so that
 //     they finish without running: the peak while they are created and
@@ -79,11 +79,13 @@ func TestBenchOperatorMemory(t *testing.T) {
 	t.Logf("at rest: operator %.1f MiB, API server %.1f MiB, etcd %.1f MiB (quota %d, set %v), %d ShellJobs in %s",
 		mib(rest), mib(apiRest), mib(etcdSize), etcdQuota, etcdQuotaSet, jobsIn(t, ""), Namespace)
 
-	// The baseline: as many short jobs, created at once on free workers.
+	// The baseline: as many of the same jobs, created at once on free
+	// workers. Their commands are the queued ones' (64 KiB, read and run
+	// by the shell), so that the two paces differ by the queue alone.
 	label := testLabel(t)
 	t0 := time.Now()
 	createJobs(t, queued, func(i int) *utiltesting.ShellJobWrapper {
-		return Job(t, fmt.Sprintf("burst%05d", i), fmt.Sprintf("echo burst %d", i)).Pool(benchPool)
+		return Job(t, fmt.Sprintf("burst%05d", i), selfMeasuringCommand(i)).Pool(benchPool)
 	})
 	waitPhases(t, label, queued, time.Second, shellv1alpha1.PhaseSucceeded)
 	burstPace := float64(queued) / time.Since(t0).Seconds()
