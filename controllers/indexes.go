@@ -91,10 +91,10 @@ func undeliveredJobs(ctx context.Context, c client.Reader, ns, pod string) ([]sh
 }
 
 // listJobs lists the jobs whose index holds value. The jobs are the
-// cache's own, not copies: a burst of thousands of unfinished jobs made
-// each pass over a pool copy them all, which held tens of MiB and kept the
-// informer waiting on the cache's lock. Callers read them and never change
-// them; one that must, changes a DeepCopy.
+// cache's own, not copies: under a burst, thousands of jobs are unfinished
+// at once, and copying them all in each pass over a pool held tens of MiB
+// (BENCHMARKS.md). Callers read them and never change them; one that must,
+// changes a DeepCopy.
 func listJobs(ctx context.Context, c client.Reader, ns, index, value string) ([]shellv1alpha1.ShellJob, error) {
 	var list shellv1alpha1.ShellJobList
 	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy)
