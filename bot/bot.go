@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -99,6 +100,10 @@ type Config struct {
 	// upload, and a final waits for room before it starts. Defaults to
 	// DefaultFinalMemory.
 	FinalMemory int64
+	// FinalRetry spaces the tries of a final's Telegram call that failed
+	// for want of Telegram (ErrUnavailable). Zero takes
+	// DefaultFinalRetry.
+	FinalRetry wait.Backoff
 }
 
 // DefaultOutputMemory keeps the output starts of 64 jobs.
@@ -107,12 +112,16 @@ const DefaultOutputMemory = 64 * keptBytes
 // Bot answers the admins' messages. Create it with New, set its names with
 // SetNames once the bot's profile is known, and feed it the updates.
 type Bot struct {
-	cfg      Config
-	tg       Sender
-	cluster  Cluster
-	settings settings.Store
-	registry *jobs.Registry
-	admins   map[int64]bool
+	cfg Config
+	tg  Sender
+	// finals sends the finals with finalPatience, trying a call again
+	// while Telegram is unavailable: a final that is not sent is lost.
+	finals        Sender
+	finalPatience Patience
+	cluster       Cluster
+	settings      settings.Store
+	registry      *jobs.Registry
+	admins        map[int64]bool
 
 	// chats are the chats the bot has seen, to reach a pool's approvers'
 	// chat by its id.
@@ -150,11 +159,15 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.FinalMemory <= 0 {
 		cfg.FinalMemory = DefaultFinalMemory
 	}
-	b := &Bot{cfg: cfg, tg: NewSender(t), cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
+	if cfg.FinalRetry.Steps == 0 {
+		cfg.FinalRetry = DefaultFinalRetry
+	}
+	b := &Bot{cfg: cfg, finalPatience: Patience{Backoff: cfg.FinalRetry, Clock: cfg.Clock}, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
 		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), finalMemory: newFinalMemory(cfg.FinalMemory)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
 	}
+	b.SetTelegram(t)
 	return b
 }
 
@@ -182,7 +195,10 @@ func (b *Bot) nameSet() (command.Names, string) {
 
 // SetTelegram sets the Telegram the bot talks to, when it is built after
 // the bot (the gotd client needs the bot for its handlers).
-func (b *Bot) SetTelegram(t Telegram) { b.tg = NewSender(t) }
+func (b *Bot) SetTelegram(t Telegram) {
+	b.tg = NewSender(t)
+	b.finals = b.tg.Patient(b.finalPatience)
+}
 
 // Registry returns the bot's job registry.
 func (b *Bot) Registry() *jobs.Registry { return b.registry }

@@ -213,11 +213,16 @@ func longFile(long *longoutput.Output, end string) func() File {
 	}
 }
 
-// sendOutputFile sends the final's .txt file in reply to message reply.
-func (r *run) sendOutputFile(ctx context.Context, reply int, final finalText) (int, error) {
-	f := final.file()
-	defer f.Close()
-	return r.b.tg.To(r.note.Chat).Reply(reply).File(ctx, f)
+// sendOutputFile sends the final's .txt file in reply to message reply,
+// read anew from its start for each try.
+func (r *run) sendOutputFile(ctx context.Context, reply int, final finalText) (id int, err error) {
+	err = r.b.finalPatience.Retry(ctx, func() error {
+		f := final.file()
+		defer f.Close()
+		id, err = r.b.tg.To(r.note.Chat).Reply(reply).File(ctx, f)
+		return err
+	})
+	return id, err
 }
 
 // workerNote is the note a final ends with when the job ended because
@@ -247,13 +252,13 @@ func (r *run) sendGuestFinal(ctx context.Context, output string, long *longoutpu
 		caption, file, ok = c, File{Name: texts.OutputFileName, Data: []byte(f)}, true
 	}
 	if ok {
-		err := b.tg.Guest(*r.note.Guest).Caption(caption).File(ctx, file)
+		err := b.finals.Guest(*r.note.Guest).Caption(caption).File(ctx, file)
 		if err == nil {
 			return
 		}
 		b.cfg.Log.Error(err, "Could not attach the output file to a guest answer; sending its end as text", "job", r.job.Name)
 	}
-	if err := b.tg.Guest(*r.note.Guest).Text(ctx, preview.Guest(output, code, ran, stop, note)); err != nil {
+	if err := b.finals.Guest(*r.note.Guest).Text(ctx, preview.Guest(output, code, ran, stop, note)); err != nil {
 		b.cfg.Log.Error(err, "Could not send a guest final", "job", r.job.Name)
 	}
 }
@@ -269,7 +274,7 @@ func (r *run) sendPlain(ctx context.Context, final finalText, sync func(string))
 	if sync != nil {
 		sync(final.text)
 	}
-	return r.b.tg.To(chat).Reply(r.cmdMsg).Text(ctx, final.text)
+	return r.b.finals.To(chat).Reply(r.cmdMsg).Text(ctx, final.text)
 }
 
 // sendFinal delivers a chat job's final, by the caller's final mode.
@@ -282,7 +287,7 @@ func (r *run) sendFinal(ctx context.Context, final finalText) {
 		}
 	}
 	syncDraft := func(text string) {
-		logErr(b.tg.To(chat).Draft(r.note.Draft).Text(ctx, text), "Could not send the sync draft")
+		logErr(b.finals.To(chat).Draft(r.note.Draft).Text(ctx, text), "Could not send the sync draft")
 	}
 	// text is the message that stands for the final.
 	text := final.text
@@ -299,23 +304,23 @@ func (r *run) sendFinal(ctx context.Context, final finalText) {
 	case delivery.ReplyThenRemove:
 		_, err := r.sendPlain(ctx, final, nil)
 		logErr(err, "Could not send a final")
-		if err := b.tg.To(chat).Delete(ctx, r.note.Msg); err != nil {
-			logErr(b.tg.To(chat).Edit(r.note.Msg).Text(ctx, texts.FinishedBelow), "Could not remove a preview")
+		if err := b.finals.To(chat).Delete(ctx, r.note.Msg); err != nil {
+			logErr(b.finals.To(chat).Edit(r.note.Msg).Text(ctx, texts.FinishedBelow), "Could not remove a preview")
 		}
 	case delivery.DraftThenMessage:
 		syncDraft(text)
-		id, err := b.tg.To(chat).Reply(r.cmdMsg).Text(ctx, text)
+		id, err := b.finals.To(chat).Reply(r.cmdMsg).Text(ctx, text)
 		logErr(err, "Could not send a final")
 		if err == nil && final.long {
 			_, err := r.sendOutputFile(ctx, id, final)
 			logErr(err, "Could not send the output file")
 		}
 	case delivery.EditInPlace:
-		if err := b.tg.To(chat).Edit(r.note.Msg).Text(ctx, text); err != nil {
+		if err := b.finals.To(chat).Edit(r.note.Msg).Text(ctx, text); err != nil {
 			b.cfg.Log.V(1).Info("Could not edit the preview into the final; sending it anew", "job", r.job.Name, "error", err.Error())
 			_, err := r.sendPlain(ctx, final, nil)
 			logErr(err, "Could not send a final")
-			logErr(b.tg.To(chat).Delete(ctx, r.note.Msg), "Could not delete a preview")
+			logErr(b.finals.To(chat).Delete(ctx, r.note.Msg), "Could not delete a preview")
 			return
 		}
 		if final.long {
@@ -329,7 +334,7 @@ func (r *run) sendFinal(ctx context.Context, final finalText) {
 
 // sendNote replies to the command with text.
 func (r *run) sendNote(ctx context.Context, text string) {
-	if _, err := r.b.tg.To(r.note.Chat).Reply(r.cmdMsg).Text(ctx, text); err != nil {
+	if _, err := r.b.finals.To(r.note.Chat).Reply(r.cmdMsg).Text(ctx, text); err != nil {
 		r.b.cfg.Log.Error(err, "Could not send a note", "job", r.job.Name)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -103,6 +104,12 @@ type GuestMessage struct {
 	// Legacy is an inputBotInlineMessageID (no owner id).
 	Legacy bool `json:"legacy,omitempty"`
 }
+
+// ErrUnavailable marks a Telegram call that failed for want of Telegram:
+// no answer in time, a connection that kept dropping the request, or a
+// server error. The same call may work a moment later, unlike a call that
+// Telegram refused.
+var ErrUnavailable = errors.New("telegram unavailable")
 
 // Telegram carries the bot's requests to Telegram: tgclient.API, or a
 // test's layer over it. The bot builds them with a Sender. All texts are

@@ -204,6 +204,7 @@ func (c *Client) connect() {
 		DCList:         o.DCList,
 		PublicKeys:     o.PublicKeys,
 		Middlewares: []telegram.Middleware{
+			markUnavailable(),
 			telegram.MiddlewareFunc(w.watch),
 			waiter,
 			callDeadline(cmp.Or(o.CallTimeout, DefaultCallTimeout)),
