@@ -492,7 +492,7 @@ func TestOperatorRestart(t *testing.T) {
 	}
 	c := waitPhase(t, ns, "c", shellv1alpha1.PhaseStopped)
 	if ptr.Deref(c.Status.ExitCode, -1) != 143 || len(c.Status.StopSteps) != 2 {
-		t.Errorf("c: exit %v, steps %+v: want 143 after SIGINT and SIGTERM", c.Status.ExitCode, c.Status.StopSteps)
+		t.Errorf("c: exit %d, steps %+v: want 143 after SIGINT and SIGTERM", ptr.Deref(c.Status.ExitCode, -1), c.Status.StopSteps)
 	}
 	b := getJob(t, ns, "b")
 	if b.Status.Phase != shellv1alpha1.PhaseRunning {
