@@ -114,14 +114,13 @@ const DefaultOutputMemory = 64 * keptBytes
 type Bot struct {
 	cfg Config
 	tg  Sender
-	// finals sends the finals with finalPatience, trying a call again
+	// finals sends the finals with finalPatience(), trying a call again
 	// while Telegram is unavailable: a final that is not sent is lost.
-	finals        Sender
-	finalPatience Patience
-	cluster       Cluster
-	settings      settings.Store
-	registry      *jobs.Registry
-	admins        map[int64]bool
+	finals   Sender
+	cluster  Cluster
+	settings settings.Store
+	registry *jobs.Registry
+	admins   map[int64]bool
 
 	// chats are the chats the bot has seen, to reach a pool's approvers'
 	// chat by its id.
@@ -162,7 +161,7 @@ func New(cfg Config, t Telegram, c Cluster, s settings.Store) *Bot {
 	if cfg.FinalRetry.Steps == 0 {
 		cfg.FinalRetry = DefaultFinalRetry
 	}
-	b := &Bot{cfg: cfg, finalPatience: Patience{Backoff: cfg.FinalRetry, Clock: cfg.Clock}, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
+	b := &Bot{cfg: cfg, cluster: c, settings: s, registry: jobs.NewRegistry(), admins: map[int64]bool{}, ctx: context.Background(),
 		outputMemory: liveoutput.NewBudget(cfg.OutputMemory), followers: new(followers.Set), finalMemory: newFinalMemory(cfg.FinalMemory)}
 	for _, a := range cfg.Admins {
 		b.admins[a] = true
@@ -197,7 +196,12 @@ func (b *Bot) nameSet() (command.Names, string) {
 // the bot (the gotd client needs the bot for its handlers).
 func (b *Bot) SetTelegram(t Telegram) {
 	b.tg = NewSender(t)
-	b.finals = b.tg.Patient(b.finalPatience)
+	b.finals = b.tg.Patient(b.finalPatience())
+}
+
+// finalPatience is how long a final's calls wait for Telegram.
+func (b *Bot) finalPatience() Patience {
+	return Patience{Backoff: b.cfg.FinalRetry, Clock: b.cfg.Clock}
 }
 
 // Registry returns the bot's job registry.

@@ -216,7 +216,7 @@ func longFile(long *longoutput.Output, end string) func() File {
 // sendOutputFile sends the final's .txt file in reply to message reply,
 // read anew from its start for each try.
 func (r *run) sendOutputFile(ctx context.Context, reply int, final finalText) (id int, err error) {
-	err = r.b.finalPatience.Retry(ctx, func() error {
+	err = r.b.finalPatience().Retry(ctx, func() error {
 		f := final.file()
 		defer f.Close()
 		id, err = r.b.tg.To(r.note.Chat).Reply(reply).File(ctx, f)
