@@ -14,20 +14,26 @@ import (
 // tries in about two and a half minutes.
 var DefaultFinalRetry = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 10}
 
-// Patience tries a call again while it fails for want of Telegram
-// (ErrUnavailable), spaced by Backoff, until it works, fails otherwise,
-// its context ends or the tries run out.
+// Patience tries a call again while it fails for a passing reason
+// (Passing; by default, for want of Telegram: ErrUnavailable), spaced by
+// Backoff, until it works, fails otherwise, its context ends or the tries
+// run out.
 type Patience struct {
 	Backoff wait.Backoff
 	Clock   clock.Clock
+	Passing func(error) bool
 }
 
 // Retry makes call with p's patience and returns its last error.
 func (p Patience) Retry(ctx context.Context, call func() error) error {
+	passing := p.Passing
+	if passing == nil {
+		passing = func(err error) bool { return errors.Is(err, ErrUnavailable) }
+	}
 	b := p.Backoff
 	for {
 		err := call()
-		if !errors.Is(err, ErrUnavailable) || b.Steps <= 1 {
+		if err == nil || !passing(err) || b.Steps <= 1 {
 			return err
 		}
 		select {

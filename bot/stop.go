@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/internal/kubeutil"
@@ -20,6 +22,9 @@ const (
 	StopTries = 4
 	StopRetry = 500 * time.Millisecond
 )
+
+// stopRetry spaces a stop's tries as StopTries and StopRetry say.
+var stopRetry = wait.Backoff{Duration: StopRetry, Factor: 2, Steps: StopTries}
 
 // stopAs asks j's ShellJob to stop, as .k, a Stop button and a draft's
 // Stop do, in the name of the chat admin tg (reason User), as their
@@ -45,23 +50,20 @@ func (b *Bot) stopOffline(ctx context.Context, j *jobs.Job) (shelljob.StopOutcom
 // server made of it, trying again after a passing error. The preview's
 // header follows the ShellJob once the bot's cache has the stop.
 func (b *Bot) stopJob(ctx context.Context, j *jobs.Job, stop func(context.Context) (shelljob.StopOutcome, error)) (shelljob.StopOutcome, error) {
-	wait := StopRetry
-	for try := 1; ; try++ {
-		out, err := stop(ctx)
-		if err == nil {
-			return out, nil
+	p := Patience{Backoff: stopRetry, Clock: b.cfg.Clock, Passing: kubeutil.IsPassing}
+	try := 0
+	var out shelljob.StopOutcome
+	err := p.Retry(ctx, func() (err error) {
+		try++
+		if out, err = stop(ctx); err != nil {
+			b.cfg.Log.V(1).Info("Could not stop a job", "job", j.Name, "try", try, "error", err.Error())
 		}
-		if try == StopTries || !kubeutil.IsPassing(err) || ctx.Err() != nil {
-			return 0, err
-		}
-		b.cfg.Log.V(1).Info("Could not stop a job; trying again", "job", j.Name, "try", try, "error", err.Error())
-		select {
-		case <-b.cfg.Clock.After(wait):
-		case <-ctx.Done():
-			return 0, err
-		}
-		wait *= 2
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
+	return out, nil
 }
 
 // stopFailed says that a stop of j failed: in the words of the admission
