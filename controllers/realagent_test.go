@@ -93,7 +93,11 @@ func TestRealAgent(t *testing.T) {
 			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}},
 		{name: "trap", command: "trap 'print goodbye; exit 7' INT; sh -c 'echo ready; exec sleep 100'", stop: true, phase: shellv1alpha1.PhaseStopped,
 			exit: 7, output: "ready\ngoodbye\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT}},
-		{name: "background", command: "sleep 100 & print ready", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 0,
+		// The shell ends at once; its background sleep says ready once
+		// the shell has gone ($$ is the shell's pid in zsh's subshells),
+		// so that the stop meets the sleep alone, whose SIGINT is ignored
+		// (an asynchronous command of a non-interactive shell).
+		{name: "background", command: "{ while kill -0 $$ 2>/dev/null; do sleep 0.05; done; print ready; exec sleep 100 } &", stop: true, phase: shellv1alpha1.PhaseStopped, exit: 0,
 			output: "ready\n", signals: []shellv1alpha1.Signal{shellv1alpha1.SIGINT, shellv1alpha1.SIGTERM}},
 		// The mode reaches the agent: the command runs on a terminal,
 		// which ends its lines in \r\n.
