@@ -26,8 +26,11 @@ const (
 	// marked delivered (AnnotationDelivered): its reader may still need
 	// the worker.
 	indexJobUndelivered = "undelivered.status.pod"
-	// indexJobUID is the job's UID, which is the agent's name for it.
-	indexJobUID = "metadata.uid"
+	// indexJobUID is the UID of an unfinished job, which is the agent's
+	// name for it. Its events about a finished job are not read, and an
+	// index of every UID held most of the indexes' memory with thousands
+	// of finished jobs (two entries per job: its namespace's and all).
+	indexJobUID = "unfinished.metadata.uid"
 )
 
 // jobIndexes are the field indexes of ShellJobs, by name.
@@ -56,7 +59,12 @@ var jobIndexes = map[string]func(*shellv1alpha1.ShellJob) []string{
 		}
 		return []string{j.Status.Pod}
 	},
-	indexJobUID: func(j *shellv1alpha1.ShellJob) []string { return []string{string(j.UID)} },
+	indexJobUID: func(j *shellv1alpha1.ShellJob) []string {
+		if shelljob.IsFinished(j) {
+			return nil
+		}
+		return []string{string(j.UID)}
+	},
 }
 
 // jobIndexFunc is the client.IndexerFunc of a ShellJob index.

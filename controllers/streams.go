@@ -203,8 +203,9 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 	}
 	key := client.ObjectKeyFromObject(job)
 	notify := s.memory.record(key, w.pod.Name, ev)
-	// A deletion that the cache took in between found nothing to forget:
-	// look again now that the report is in.
+	// A deletion or an end that the cache took in between found nothing
+	// to forget: look again now that the report is in (the index holds
+	// unfinished jobs alone).
 	if again, err := s.job(ctx, w.jobs, ev.Job); err == nil && again == nil {
 		s.memory.forget(key, types.UID(ev.Job))
 		return

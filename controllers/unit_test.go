@@ -417,3 +417,41 @@ func TestSentSignalsFromTheAgent(t *testing.T) {
 		t.Errorf("the facts of another worker count: %v", got)
 	}
 }
+
+// The indexes hold unfinished jobs alone, but for the undelivered one,
+// which holds finished jobs alone: thousands of finished jobs cost the
+// indexes nothing.
+func TestJobIndexes(t *testing.T) {
+	job := func(phase shellv1alpha1.ShellJobPhase, number int64, delivered bool) *shellv1alpha1.ShellJob {
+		j := utiltesting.MakeShellJob("j", "ns").Pool("shell").Obj()
+		j.UID = "u1"
+		j.Status.Phase, j.Status.Number, j.Status.Pod = phase, number, "w1"
+		if delivered {
+			j.Annotations = map[string]string{shellv1alpha1.AnnotationDelivered: "x"}
+		}
+		return j
+	}
+	for name, tc := range map[string]struct {
+		job  *shellv1alpha1.ShellJob
+		want map[string][]string
+	}{
+		"running, unnumbered": {job(shellv1alpha1.PhaseRunning, 0, false), map[string][]string{
+			indexJobPool: {"shell"}, indexJobUnnumbered: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
+		"running": {job(shellv1alpha1.PhaseRunning, 4, false), map[string][]string{
+			indexJobPool: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
+		"finished": {job(shellv1alpha1.PhaseSucceeded, 4, false), map[string][]string{indexJobUndelivered: {"w1"}}},
+		"finished, delivered": {job(shellv1alpha1.PhaseStopped, 4, true), map[string][]string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := map[string][]string{}
+			for field, fn := range jobIndexes {
+				if v := fn(tc.job); v != nil {
+					got[field] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("index values (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
