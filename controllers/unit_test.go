@@ -439,7 +439,7 @@ func TestJobIndexes(t *testing.T) {
 			indexJobPool: {"shell"}, indexJobUnnumbered: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
 		"running": {job(shellv1alpha1.PhaseRunning, 4, false), map[string][]string{
 			indexJobPool: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
-		"finished": {job(shellv1alpha1.PhaseSucceeded, 4, false), map[string][]string{indexJobUndelivered: {"w1"}}},
+		"finished":            {job(shellv1alpha1.PhaseSucceeded, 4, false), map[string][]string{indexJobUndelivered: {"w1"}}},
 		"finished, delivered": {job(shellv1alpha1.PhaseStopped, 4, true), map[string][]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
