@@ -32,6 +32,22 @@ const (
 	LabelPoolUID = "shell.shelljob.dev/pool-uid"
 )
 
+// Labels the operator puts on a settled ShellJob: one that has finished and
+// that nothing waits for any more (its final was delivered, or it never
+// ran and nobody delivers one). The operator's cache leaves settled jobs
+// out, so that thousands of finished jobs cost it no memory, and it
+// deletes each once the time LabelExpires names has passed. Only the
+// operator may set or change them (an admission policy of the chart): a
+// job labelled settled before its end would leave the operator's sight.
+const (
+	// LabelExpires holds when a settled job expires and is deleted, in
+	// Unix seconds.
+	LabelExpires = "shell.shelljob.dev/expires"
+	// LabelNumber holds a settled job's number (status.number), so that
+	// the job counter, if lost, starts again above it.
+	LabelNumber = "shell.shelljob.dev/number"
+)
+
 // Annotations the clients (bot, CLI) put on the ShellJobs they created. They
 // are the clients' own bookkeeping: the operator never writes them.
 const (

@@ -18,6 +18,7 @@
 //     a job under a command's name is its own (SameCommand);
 //     refusal.go: the words an admission policy refused a request with
 //     (Refusal).
-//   - slim.go: the job as the operator's cache keeps it; quota.go: a
-//     create refused for the namespace's quota.
+//   - slim.go: the job as the operator's cache keeps it; settle.go: when
+//     a finished job leaves that cache, settled (Settles), and its labels;
+//     quota.go: a create refused for the namespace's quota.
 package shelljob
