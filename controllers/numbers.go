@@ -173,7 +173,8 @@ func (n *numberer) next(ctx context.Context, ns string, size int64) (int64, erro
 	return num, nil
 }
 
-// highest is the highest number among the namespace's jobs.
+// highest is the highest number among the namespace's jobs: those of the
+// cache, and the settled ones, which it leaves out, by their number label.
 func (n *numberer) highest(ctx context.Context, ns string) (int64, error) {
 	var list shellv1alpha1.ShellJobList
 	if err := n.jobs.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -183,5 +184,8 @@ func (n *numberer) highest(ctx context.Context, ns string) (int64, error) {
 	for _, j := range list.Items {
 		top = max(top, j.Status.Number)
 	}
-	return top, nil
+	err := eachSettled(ctx, n.reader, ns, func(j *metav1.PartialObjectMetadata) {
+		top = max(top, shelljob.SettledNumber(j))
+	})
+	return top, err
 }

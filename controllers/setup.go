@@ -52,6 +52,10 @@ func detached(ctx context.Context, timeout time.Duration) (context.Context, cont
 type Options struct {
 	// Agent reaches the worker pods' agents. Required.
 	Agent agentapi.Client
+	// Namespace holds the pools and jobs, as the manager's cache does
+	// (CacheOptions); the sweep of the settled jobs, which the cache
+	// leaves out, lists them there. Empty: every namespace.
+	Namespace string
 	// WorkerNamespace holds the worker pods: they are created, watched,
 	// exec'd and deleted there. Pools, jobs and the job counter stay in
 	// their own namespace. Defaults to the pools' namespace. The manager's
@@ -160,6 +164,17 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	if err := mgr.Add(placement); err != nil {
 		return nil, err
 	}
+	sweep := &settledSweep{
+		reader:    mgr.GetAPIReader(),
+		writer:    mgr.GetClient(),
+		namespace: opts.Namespace,
+		every:     settledSweepEvery,
+		clock:     opts.Clock,
+		log:       mgr.GetLogger().WithName("settled"),
+	}
+	if err := mgr.Add(sweep); err != nil {
+		return nil, err
+	}
 	pools := &ShellPoolReconciler{
 		Client:          mgr.GetClient(),
 		Recorder:        recorder,
@@ -217,18 +232,27 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 // that writes no policy reads none of these. No object keeps its managed
 // fields, and jobs are slim (shelljob.Slim): the cache holds no command,
 // which the operator reads from the API server once, when it starts the
-// job, so that its memory does not grow with the jobs' command text.
+// job, so that its memory does not grow with the jobs' command text; and
+// it holds no settled job (shelljob.Settles), so that it does not grow
+// with the finished ones either.
 func CacheOptions(namespace, workerNS string) cache.Options {
 	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
 	if err != nil {
 		panic(fmt.Sprintf("worker selector: %v", err))
+	}
+	unsettled, err := labels.NewRequirement(shellv1alpha1.LabelExpires, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(fmt.Sprintf("job selector: %v", err))
 	}
 	workerNS = workerNamespace(workerNS, namespace)
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&shellv1alpha1.ShellJob{}: {Transform: shelljob.SlimTransform},
+			&shellv1alpha1.ShellJob{}: {
+				Label:     labels.NewSelector().Add(*unsettled),
+				Transform: shelljob.SlimTransform,
+			},
 			&corev1.Pod{}: {
 				Namespaces: map[string]cache.Config{workerNS: {}},
 				Label:      labels.NewSelector().Add(*workers),

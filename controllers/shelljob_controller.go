@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -219,13 +220,13 @@ func afterPatch(res ctrl.Result, reterr, patchErr error) (ctrl.Result, error) {
 // again.
 const conflictRetry = 100 * time.Millisecond
 
-// patch writes the status, then the finalizers, each only if changed and
-// only over the version that was read. The status goes first, so that a
-// job's end is recorded before its finalizer lets it go. It reports
-// whether it wrote a changed status, even when the finalizers' patch
-// then failed.
+// patch writes the status, then the finalizers and labels, each only if
+// changed and only over the version that was read. The status goes first,
+// so that a job's end is recorded before its finalizer lets it go and
+// before it settles (shelljob.Settle). It reports whether it wrote a
+// changed status, even when the metadata's patch then failed.
 func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) (wroteStatus bool, err error) {
-	finalizers := slices.Clone(job.Finalizers)
+	finalizers, labels := slices.Clone(job.Finalizers), maps.Clone(job.Labels)
 	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
 		// The cache fills status.summary in from the command it does not
 		// keep (shelljob.Slim), so every status write carries the summary:
@@ -238,12 +239,12 @@ func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1
 		}
 		wroteStatus = true
 	}
-	if slices.Equal(base.Finalizers, finalizers) {
+	if slices.Equal(base.Finalizers, finalizers) && maps.Equal(base.Labels, labels) {
 		return wroteStatus, nil
 	}
 	from := job.DeepCopy()
-	from.Finalizers = base.Finalizers
-	job.Finalizers = finalizers
+	from.Finalizers, from.Labels = base.Finalizers, base.Labels
+	job.Finalizers, job.Labels = finalizers, labels
 	return wroteStatus, client.IgnoreNotFound(r.Client.Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
 }
 

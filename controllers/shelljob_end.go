@@ -95,7 +95,9 @@ func (r *ShellJobReconciler) shutDown(ctx context.Context, job *shellv1alpha1.Sh
 // finished lets an ended job go: it removes the finalizer, and deletes the
 // job once its TTL has run out: spec.ttlSecondsAfterFinished, else JobTTL,
 // counted as shelljob.Expiry says. A job that ended in this pass is deleted
-// in a later one, once its end is recorded.
+// in a later one, once its end is recorded. A job that nothing waits for
+// settles instead (shelljob.Settles): it leaves the cache with this pass's
+// write, and the sweep of settled jobs deletes it (settledSweep).
 func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, justEnded bool) (ctrl.Result, error) {
 	controllerutil.RemoveFinalizer(job, JobFinalizer)
 	if _, delivered := shelljob.Delivered(job); delivered {
@@ -106,6 +108,10 @@ func (r *ShellJobReconciler) finished(ctx context.Context, job *shellv1alpha1.Sh
 	ttl := r.JobTTL
 	if s := job.Spec.TTLSecondsAfterFinished; s != nil {
 		ttl = time.Duration(*s) * time.Second
+	}
+	if expiry, ok := shelljob.Settles(job, now, ttl, r.DeliveryGrace); ok {
+		shelljob.Settle(job, expiry)
+		return ctrl.Result{}, nil
 	}
 	expiry, ok := shelljob.Expiry(job, ttl, r.DeliveryGrace)
 	if ttl < 0 || !ok || job.DeletionTimestamp != nil {

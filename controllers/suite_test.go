@@ -69,6 +69,9 @@ func startOperator(t *testing.T, ns string, agent agentapi.Client) *operator {
 // startOperatorWith runs the operator with opts.
 func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 	t.Helper()
+	if opts.Namespace == "" {
+		opts.Namespace = ns
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 utiltesting.Logger(t),

@@ -104,6 +104,25 @@ func TestNumbererStartsAboveExistingJobs(t *testing.T) {
 	}
 }
 
+// TestNumbererStartsAboveSettledJobs: a lost counter starts above the
+// settled jobs too, which the cache leaves out: their number labels count.
+func TestNumbererStartsAboveSettledJobs(t *testing.T) {
+	ctx := context.Background()
+	unsettled := utiltesting.MakeShellJob("unsettled", "ns").Obj()
+	unsettled.Status.Number = 7
+	settled := utiltesting.MakeShellJob("settled", "ns").Obj()
+	settled.Status.Number = 12
+	shelljob.Settle(settled, time.Now().Add(time.Hour))
+	api := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(unsettled, settled).WithStatusSubresource(unsettled, settled).Build()
+	cache := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(unsettled).WithStatusSubresource(unsettled).Build()
+	n := newNumberer(api, cache, api)
+	job := utiltesting.MakeShellJob("new", "ns").Obj()
+	job.UID = "uid-3"
+	if got, err := n.number(ctx, job); err != nil || got != 13 {
+		t.Fatalf("number = %d, %v; want 13", got, err)
+	}
+}
+
 // TestNumbererTakesABlockForABurst: one counter update numbers every job
 // of the pool that waits for a number, and a lone job takes one.
 func TestNumbererTakesABlockForABurst(t *testing.T) {

@@ -195,6 +195,7 @@ func run() int {
 	ctx := ctrl.SetupSignalHandler()
 	opts := controllers.Options{
 		Agent:                  agent,
+		Namespace:              namespace,
 		WorkerNamespace:        workerNS,
 		WorkerImage:            workerImage,
 		WorkerSecurity:         workerSecurity,

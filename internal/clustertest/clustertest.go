@@ -173,6 +173,9 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		t.Fatalf("new manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if opts.Namespace == "" {
+		opts.Namespace = c.Namespace
+	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
 		t.Fatalf("set up the operator: %v", err)
