@@ -278,6 +278,8 @@ func TestAccess(t *testing.T) {
 	shell := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "shell"}}
 	prod := &shellv1alpha1.ShellPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "prod"}}
 	const stopByUser = `{"spec":{"stop":true,"stopReason":"User"}}`
+	// A settled job is out of the operator's sight (shelljob.Settles).
+	const settle = `{"metadata":{"labels":{"` + shellv1alpha1.LabelExpires + `":"4102444800","` + shellv1alpha1.LabelNumber + `":"1"}}}`
 
 	a.eventually([]check{
 		{"pool-use", create(mallory, cliJob("m", "dev", "mallory"), dry), "You may not run commands on pool dev."},
@@ -287,6 +289,7 @@ func TestAccess(t *testing.T) {
 		{"pool-restart", patch(mallory, dev, `{"spec":{"restartedAt":"2026-01-02T03:04:05Z"}}`, dry), "You may not restart pool dev."},
 		{"bot-self", patch(bot, carolsJob, `{"metadata":{"labels":{"a":"b"}}}`, dry), "the shelljob bot changes only its own annotations"},
 		{"telegram", patch(a.botFor(bob), dev, `{"spec":{"replicas":2}}`, dry), "a chat admin may change only spec.restartedAt"},
+		{"settled", patch(carol, carolsJob, settle, dry), "only the shelljob operator sets"},
 	})
 	// The API server names the stopper, once its mutating policy is loaded.
 	deadline := time.Now().Add(30 * time.Second)
@@ -427,6 +430,19 @@ func TestAccess(t *testing.T) {
 			{"carol restarts dev", patch(carol, dev, restart, dry), "You may not restart pool dev."},
 			{"carol resizes dev", patch(carol, dev, `{"spec":{"replicas":2}}`, dry), ""},
 			{"victor restarts prod", patch(victor, prod, restart, dry), ""},
+		})
+	})
+	t.Run("settled", func(t *testing.T) {
+		operator := a.as("system:serviceaccount:"+namespace+":shelljob-operator", "system:serviceaccounts", "system:serviceaccounts:"+namespace)
+		settled := cliJob("c-settled", "dev", "carol")
+		settled.Labels = map[string]string{shellv1alpha1.LabelExpires: "4102444800"}
+		a.run(t, []check{
+			{"carol labels her running job settled, to hide it from the operator", patch(carol, carolsJob, settle, dry), "only the shelljob operator sets"},
+			{"carol creates a job settled", create(carol, settled, dry), "only the shelljob operator sets"},
+			{"victor, a namespace editor, settles carol's job", patch(victor, carolsJob, settle, dry), "only the shelljob operator sets"},
+			{"the bot settles a job", patch(bot, carolsJob, settle, dry), "is forbidden: ValidatingAdmissionPolicy"},
+			{"carol labels her job otherwise", patch(carol, carolsJob, `{"metadata":{"labels":{"team":"a"}}}`, dry), ""},
+			{"the operator settles a job", patch(operator, carolsJob, settle, dry), ""},
 		})
 	})
 	t.Run("bot", func(t *testing.T) {
