@@ -208,6 +208,16 @@ func TestAccessCreateAndStop(t *testing.T) {
 	j = WaitForJobPhase(t, j, JobTimeout, shellv1alpha1.PhaseRunning)
 	audited(t, "create", j.Name, "alice", true)
 
+	// carol, who may patch ShellJobs, cannot take a running job out of
+	// the operator's sight (and out of its author's fair share) by
+	// labelling it settled.
+	settle := client.MergeFrom(j.DeepCopy())
+	hidden := j.DeepCopy()
+	metav1.SetMetaDataLabel(&hidden.ObjectMeta, shellv1alpha1.LabelExpires, "4102444800")
+	if err := person(t, "carol").Patch(ctx, hidden, settle); err == nil || !strings.Contains(err.Error(), "only the shelljob operator sets") {
+		t.Errorf("carol labels a running job settled: %v, want refused", err)
+	}
+
 	r := shelljobAs(t, "carol", "stop", j.Name)
 	// A numbered job is named by its number, as the chat and kubectl get sj show it.
 	if want := fmt.Sprintf("#%d is alice's job; you may not stop others' jobs on pool %s", j.Status.Number, devPool); r.code != 1 || !strings.Contains(r.errOut, want) {

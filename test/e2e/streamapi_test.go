@@ -173,6 +173,13 @@ func TestStreamAPILog(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), j) })
 	j = WaitForJobEnd(t, j, JobTimeout)
+	// Delivered by kubectl shelljob, the job settles: the operator's cache
+	// lets it go, and the stream API reads it from the API server.
+	poll(t, JobTimeout, "the delivered job settled", func() (bool, string) {
+		j = Get(t, j)
+		_, ok := j.Labels[shellv1alpha1.LabelExpires]
+		return ok, fmt.Sprint(j.Labels)
+	})
 
 	// The owner reads it again: kubectl shelljob logs (refused shelljobs,
 	// it reads myshelljobs), and kubectl get --raw of myshelljobs.
