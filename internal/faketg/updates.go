@@ -130,21 +130,27 @@ func (u *updateService) stateLocked() tg.UpdatesState {
 	return tg.UpdatesState{Pts: u.pts, Qts: u.qts, Date: int(time.Now().Unix())}
 }
 
+// getState and getDifference mark the bot connected once its state is
+// taken, under the lock that numbers updates: an update made after
+// WaitConnected returns is past that state, so the push or the next
+// difference brings it. Marked before, an update could slip into the
+// state the bot got, and reach it never.
 func (u *updateService) getState(srv *tgtest.Server, req *tgtest.Request, r *tg.UpdatesGetStateRequest) error {
-	u.s.auth.setConnected()
-	u.s.journal.call("updates.getState", r)
 	u.mu.Lock()
 	st := u.stateLocked()
+	u.s.auth.setConnected()
 	u.mu.Unlock()
+	// The record wakes WaitConnected, so it comes after the mark.
+	u.s.journal.call("updates.getState", r)
 	return srv.SendResult(req, &st)
 }
 
 func (u *updateService) getDifference(srv *tgtest.Server, req *tgtest.Request, r *tg.UpdatesGetDifferenceRequest) error {
-	u.s.auth.setConnected()
-	u.s.journal.call("updates.getDifference", r)
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	st := u.stateLocked()
+	u.s.auth.setConnected()
+	u.s.journal.call("updates.getDifference", r)
 	// A state ahead of ours is from another server (the fake restarted):
 	// everything this one has is new to the bot, and the full difference
 	// moves its state back to ours.
