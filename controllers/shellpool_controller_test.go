@@ -20,6 +20,7 @@ import (
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
@@ -112,6 +113,46 @@ func TestPoolWorkers(t *testing.T) {
 		return p.UID != dead.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
 	})
 	waitEvents(t, ns, "shell", "WorkerFailed")
+}
+
+// TestPoolReplacesWorkerWithNoSandbox: a worker that its kubelet cannot
+// give a sandbox (kubernetes/kubernetes#139916 fails one for good) is
+// replaced once it has waited SandboxTimeout since it was scheduled; one
+// that has waited less is left to its kubelet.
+func TestPoolReplacesWorkerWithNoSandbox(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	startOperator(t, ns, newFakeAgent())
+	if err := env.Client.Create(ctx, utiltesting.MakeShellPool("shell", ns).Replicas(2).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	pods := markWorkersReady(t, ns, "shell", 2)
+	noSandbox := func(pod *corev1.Pod, scheduled time.Time) {
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduled)},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(scheduled)},
+		}
+		if err := env.Client.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stuck, waiting := pods[0], pods[1]
+	noSandbox(&stuck, time.Now().Add(-shelljob.SandboxTimeout-time.Second))
+	noSandbox(&waiting, time.Now())
+
+	eventually(t, waitShort, "the stuck worker replaced", func() (bool, string) {
+		var p corev1.Pod
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&stuck), &p); err != nil {
+			return false, err.Error()
+		}
+		return p.UID != stuck.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
+	})
+	waitEvents(t, ns, "shell", "WorkerStuck")
+	var p corev1.Pod
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&waiting), &p); err != nil || p.UID != waiting.UID {
+		t.Errorf("the worker that waited less was replaced: %v, uid %s, was %s", err, p.UID, waiting.UID)
+	}
 }
 
 func TestPoolServiceAccountAndTemplate(t *testing.T) {

@@ -206,7 +206,7 @@ roll() {
   local workers_ns pool
   workers_ns="$(helm -n "${STACK_NAMESPACE}" get values "${RELEASE}" --all -o json | jq -r '.workers.namespace // empty')"
   workers_ns="${workers_ns:-${STACK_NAMESPACE}-workers}"
-  for pool in $(kubectl -n "${STACK_NAMESPACE}" get shellpools -o name); do
+  for pool in $(stack_pools); do
     running="$(kubectl -n "${workers_ns}" get pods -l "shell.shelljob.dev/pool=${pool#*/}" \
       -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}' | sort -u)"
     if [[ -n "${running}" ]] && grep -qv "${want#sha256:}" <<<"${running}"; then
@@ -217,9 +217,15 @@ roll() {
   done
 }
 
+# stack_pools: the pools to roll and wait for. Those of an earlier e2e run
+# (labelled e2e.shelljob.dev/pool) are not: hack/e2e.sh deletes them next.
+stack_pools() {
+  kubectl -n "${STACK_NAMESPACE}" get shellpools -l '!e2e.shelljob.dev/pool' -o name
+}
+
 pools_ready() {
   local pool
-  for pool in $(kubectl -n "${STACK_NAMESPACE}" get shellpools -o name); do
+  for pool in $(stack_pools); do
     kubectl -n "${STACK_NAMESPACE}" wait --for=condition=Available "${pool}" --timeout=300s >&2
   done
 }

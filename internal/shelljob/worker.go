@@ -117,3 +117,46 @@ func oomKilled(pod *corev1.Pod) bool {
 	}
 	return false
 }
+
+// SandboxTimeout is how long a worker pod may stay scheduled without a
+// sandbox before it is replaced. A kubelet can fail a pod's sandbox for good:
+// one that draws the last user-namespace range, which holds ID 2^32-1, gets
+// "failed to create network namespace … invalid argument" on every try
+// (kubernetes/kubernetes#139916) until the pod is deleted, and a new pod
+// draws a new range. Image pulls come after the sandbox, so a slow pull is
+// no sandbox wait.
+const SandboxTimeout = 3 * time.Minute
+
+// SandboxStuck tells whether a pending pod has had no sandbox for timeout
+// since it was scheduled, as its kubelet's PodReadyToStartContainers
+// condition says; if not yet, wait is how long until it would have (0: it
+// is not waiting for one, or its kubelet does not say).
+func SandboxStuck(pod *corev1.Pod, now time.Time, timeout time.Duration) (stuck bool, wait time.Duration) {
+	if pod.Status.Phase != corev1.PodPending || pod.DeletionTimestamp != nil {
+		return false, 0
+	}
+	var scheduled time.Time
+	noSandbox := false
+	for _, c := range pod.Status.Conditions {
+		switch c.Type {
+		case corev1.PodReadyToStartContainers:
+			noSandbox = c.Status == corev1.ConditionFalse
+		case corev1.PodScheduled:
+			if c.Status == corev1.ConditionTrue {
+				scheduled = c.LastTransitionTime.Time
+			}
+		}
+	}
+	if !noSandbox || scheduled.IsZero() {
+		return false, 0
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil {
+			return false, 0
+		}
+	}
+	if wait := scheduled.Add(timeout).Sub(now); wait > 0 {
+		return false, wait
+	}
+	return true, 0
+}

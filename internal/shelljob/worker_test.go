@@ -96,3 +96,46 @@ func TestShutdownEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxStuck: a worker pod is replaced once it has been scheduled
+// for SandboxTimeout with no sandbox, and only then.
+func TestSandboxStuck(t *testing.T) {
+	scheduledAt := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduledAt)}
+	noSandbox := corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse}
+	sandbox := corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue}
+	pending := func(conds ...corev1.PodCondition) corev1.PodStatus {
+		return corev1.PodStatus{Phase: corev1.PodPending, Conditions: conds}
+	}
+	pulling := pending(scheduled, noSandbox)
+	pulling.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	cases := map[string]struct {
+		status   corev1.PodStatus
+		deleting bool
+		after    time.Duration
+		stuck    bool
+		wait     time.Duration
+	}{
+		"no sandbox yet":                        {status: pending(scheduled, noSandbox), after: time.Minute, wait: SandboxTimeout - time.Minute},
+		"no sandbox for the timeout":            {status: pending(scheduled, noSandbox), after: SandboxTimeout, stuck: true},
+		"a kubelet that does not say":           {status: pending(scheduled), after: time.Hour},
+		"a sandbox, the image still pulling":    {status: pending(scheduled, sandbox), after: time.Hour},
+		"a container that started":              {status: pulling, after: time.Hour},
+		"not scheduled":                         {status: pending(noSandbox), after: time.Hour},
+		"running":                               {status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{scheduled}}, after: time.Hour},
+		"being deleted":                         {status: pending(scheduled, noSandbox), deleting: true, after: time.Hour},
+		"no status (a cluster with no kubelet)": {after: time.Hour},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := &corev1.Pod{Status: tc.status}
+			if tc.deleting {
+				pod.DeletionTimestamp = &metav1.Time{Time: scheduledAt}
+			}
+			stuck, wait := SandboxStuck(pod, scheduledAt.Add(tc.after), SandboxTimeout)
+			if stuck != tc.stuck || wait != tc.wait {
+				t.Errorf("SandboxStuck = %v, %v; want %v, %v", stuck, wait, tc.stuck, tc.wait)
+			}
+		})
+	}
+}
