@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -10,14 +11,15 @@ import (
 )
 
 // DefaultFinalRetry spaces the tries of a final's call that failed for
-// want of Telegram: 1 s, then twice as long each time up to 30 s, ten
-// tries in about two and a half minutes.
-var DefaultFinalRetry = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: 10}
+// want of Telegram: 1 s, then twice as long each time up to 30 s, for as
+// long as the bot runs. A bot stopped meanwhile leaves the final to its
+// next start, which sends it in its small form (recordAttempt).
+var DefaultFinalRetry = wait.Backoff{Duration: time.Second, Factor: 2, Cap: 30 * time.Second, Steps: math.MaxInt32}
 
 // Patience tries a call again while it fails for a passing reason
-// (Passing; by default, for want of Telegram: ErrUnavailable), spaced by
-// Backoff, until it works, fails otherwise, its context ends or the tries
-// run out.
+// (Passing; by default, for want of Telegram: ErrUnavailable), until it
+// works, fails otherwise, its context ends or it was tried Backoff.Steps
+// times in all, Backoff's durations apart.
 type Patience struct {
 	Backoff wait.Backoff
 	Clock   clock.Clock
@@ -30,16 +32,23 @@ func (p Patience) Retry(ctx context.Context, call func() error) error {
 	if passing == nil {
 		passing = func(err error) bool { return errors.Is(err, ErrUnavailable) }
 	}
-	b := p.Backoff
+	// wait.Backoff ends its steps once a duration reaches its cap: the cap
+	// is applied here, so that it spaces the tries left instead.
+	b, limit := p.Backoff, p.Backoff.Cap
+	b.Cap = 0
 	for {
 		err := call()
-		if err == nil || !passing(err) || b.Steps <= 1 {
+		if err == nil || !passing(err) || b.Steps <= 1 || ctx.Err() != nil {
 			return err
+		}
+		d := b.Step()
+		if limit > 0 {
+			d, b.Duration = min(d, limit), min(b.Duration, limit)
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-p.Clock.After(b.Step()):
+		case <-p.Clock.After(d):
 		}
 	}
 }
