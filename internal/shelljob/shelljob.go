@@ -217,19 +217,30 @@ func Pool(j *shellv1alpha1.ShellJob) string {
 
 // Summary is the first non-blank line of a command, trimmed and cut to
 // SummaryRunes runes. It ends in "…" when anything was left out: the rest
-// of the line or further lines.
+// of the line or further lines. It is a string of its own: a cache that
+// keeps a slim job's summary does not keep its command with it.
 func Summary(cmd string) string {
-	lines := strings.Split(strings.TrimSpace(cmd), "\n")
-	line := strings.TrimSpace(strings.ToValidUTF8(lines[0], "\uFFFD"))
-	cut := len(lines) > 1
+	first, _, cut := strings.Cut(strings.TrimSpace(cmd), "\n")
+	line := strings.TrimSpace(strings.ToValidUTF8(first, "\uFFFD"))
 	if utf8.RuneCountInString(line) > SummaryRunes {
-		line = strings.TrimSpace(string([]rune(line)[:SummaryRunes-1]))
+		line = strings.TrimSpace(line[:runeOffset(line, SummaryRunes-1)])
 		cut = true
 	}
 	if cut {
-		line += "…"
+		return line + "…"
 	}
-	return line
+	return strings.Clone(line)
+}
+
+// runeOffset is the byte offset of rune n of the valid UTF-8 s.
+func runeOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return len(s)
 }
 
 // SummaryOf is the job's summary as `.k ls` and `kubectl shelljob ls` show

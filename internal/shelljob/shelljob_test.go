@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -30,6 +31,29 @@ func TestSummary(t *testing.T) {
 				t.Errorf("Summary(%q) = %q, want %q", tc.cmd, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSummaryKeepsNoCommand: a summary shares no memory with its command,
+// so a slim job in a cache does not keep its 64 KiB command alive, and
+// summing up a long line does not cost a multiple of it.
+func TestSummaryKeepsNoCommand(t *testing.T) {
+	for name, cmd := range map[string]string{
+		"one line, padded": "echo hi" + strings.Repeat(" ", 64<<10),
+		"one line":         "echo hi",
+		"a long line":      strings.Repeat("é", 32<<10),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := Summary(cmd)
+			start := uintptr(unsafe.Pointer(unsafe.StringData(cmd)))
+			if p := uintptr(unsafe.Pointer(unsafe.StringData(got))); p >= start && p < start+uintptr(len(cmd)) {
+				t.Errorf("Summary(%.20q…) = %q points into the command", cmd, got)
+			}
+		})
+	}
+	long := strings.Repeat("x", 64<<10)
+	if n := testing.AllocsPerRun(10, func() { _ = Summary(long) }); n > 2 {
+		t.Errorf("Summary of a 64 KiB line makes %v allocations", n)
 	}
 }
 
