@@ -105,13 +105,7 @@ func TestPoolWorkers(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, &dead); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitShort, "the failed worker replaced", func() (bool, string) {
-		var p corev1.Pod
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&dead), &p); err != nil {
-			return false, err.Error()
-		}
-		return p.UID != dead.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
-	})
+	waitWorkerReplaced(t, "the failed worker", &dead)
 	waitEvents(t, ns, "shell", "WorkerFailed")
 }
 
@@ -141,18 +135,24 @@ func TestPoolReplacesWorkerWithNoSandbox(t *testing.T) {
 	noSandbox(&stuck, time.Now().Add(-shelljob.SandboxTimeout-time.Second))
 	noSandbox(&waiting, time.Now())
 
-	eventually(t, waitShort, "the stuck worker replaced", func() (bool, string) {
-		var p corev1.Pod
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&stuck), &p); err != nil {
-			return false, err.Error()
-		}
-		return p.UID != stuck.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
-	})
+	waitWorkerReplaced(t, "the stuck worker", &stuck)
 	waitEvents(t, ns, "shell", "WorkerStuck")
 	var p corev1.Pod
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&waiting), &p); err != nil || p.UID != waiting.UID {
 		t.Errorf("the worker that waited less was replaced: %v, uid %s, was %s", err, p.UID, waiting.UID)
 	}
+}
+
+// waitWorkerReplaced waits for a new pod under the name of pod.
+func waitWorkerReplaced(t *testing.T, what string, pod *corev1.Pod) {
+	t.Helper()
+	eventually(t, waitShort, what+" replaced", func() (bool, string) {
+		var p corev1.Pod
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), &p); err != nil {
+			return false, err.Error()
+		}
+		return p.UID != pod.UID, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
+	})
 }
 
 func TestPoolServiceAccountAndTemplate(t *testing.T) {
