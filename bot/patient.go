@@ -32,23 +32,18 @@ func (p Patience) Retry(ctx context.Context, call func() error) error {
 	if passing == nil {
 		passing = func(err error) bool { return errors.Is(err, ErrUnavailable) }
 	}
-	// wait.Backoff ends its steps once a duration reaches its cap: the cap
-	// is applied here, so that it spaces the tries left instead.
-	b, limit := p.Backoff, p.Backoff.Cap
-	b.Cap = 0
-	for {
+	// Tries are counted here: wait.Backoff sets its own steps to 0 once a
+	// duration reaches its cap, and then keeps returning the cap.
+	b := p.Backoff
+	for tries := b.Steps; ; tries-- {
 		err := call()
-		if err == nil || !passing(err) || b.Steps <= 1 || ctx.Err() != nil {
+		if err == nil || !passing(err) || tries <= 1 || ctx.Err() != nil {
 			return err
-		}
-		d := b.Step()
-		if limit > 0 {
-			d, b.Duration = min(d, limit), min(b.Duration, limit)
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-p.Clock.After(d):
+		case <-p.Clock.After(b.Step()):
 		}
 	}
 }

@@ -74,9 +74,6 @@ type ShellPoolReconciler struct {
 	// delivery of the jobs that ended on it. Defaults to
 	// DefaultDeliveryGrace.
 	DeliveryGrace time.Duration
-	// SandboxTimeout is how long a worker may wait for its sandbox before
-	// it is replaced. Defaults to shelljob.SandboxTimeout.
-	SandboxTimeout time.Duration
 
 	assumed *assumptions
 	writes  *writes
@@ -334,18 +331,18 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
-// sandboxStuck tells whether pod has waited SandboxTimeout for its
+// sandboxStuck tells whether pod has waited shelljob.SandboxTimeout for its
 // sandbox, and says so in an Event; until then it brings recheck forward
 // to the timeout.
 func (r *ShellPoolReconciler) sandboxStuck(pool *shellv1alpha1.ShellPool, pod *corev1.Pod, recheck *time.Duration) bool {
-	stuck, wait := shelljob.SandboxStuck(pod, r.Clock.Now(), r.SandboxTimeout)
+	stuck, wait := shelljob.SandboxStuck(pod, r.Clock.Now(), shelljob.SandboxTimeout)
 	if wait > 0 && (*recheck == 0 || wait < *recheck) {
 		*recheck = wait
 	}
 	if stuck {
 		r.Recorder.Eventf(pool, pod, corev1.EventTypeWarning, "WorkerStuck", "Replace",
 			"Worker %s has had no sandbox for %v since it was scheduled to %s (its Events say why); making a new one",
-			pod.Name, r.SandboxTimeout, pod.Spec.NodeName)
+			pod.Name, shelljob.SandboxTimeout, pod.Spec.NodeName)
 	}
 	return stuck
 }
@@ -500,9 +497,6 @@ func (r *ShellPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.DeliveryGrace == 0 {
 		r.DeliveryGrace = DefaultDeliveryGrace
-	}
-	if r.SandboxTimeout == 0 {
-		r.SandboxTimeout = shelljob.SandboxTimeout
 	}
 	if r.assumed == nil {
 		r.assumed = newAssumptions()
