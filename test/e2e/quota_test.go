@@ -39,8 +39,11 @@ func setJobQuota(t *testing.T, n int64) {
 		"-p", fmt.Sprintf(`{"spec":{"hard":{%q:"%d"}}}`, jobstate.QuotaResource, n))
 	poll(t, JobTimeout, fmt.Sprintf("the quota of %d jobs counted", n), func() (bool, string) {
 		q := jobQuota(t)
-		hard, used := q.Status.Hard[jobstate.QuotaResource], q.Status.Used[jobstate.QuotaResource]
-		return hard.Value() == n && !used.IsZero(), fmt.Sprintf("status hard %s, used %s", hard.String(), used.String())
+		// Counted: the quota controller wrote the new hard limit and a
+		// use, which is 0 in an empty namespace.
+		hard := q.Status.Hard[jobstate.QuotaResource]
+		used, counted := q.Status.Used[jobstate.QuotaResource]
+		return hard.Value() == n && counted, fmt.Sprintf("status hard %s, used %s", hard.String(), used.String())
 	})
 }
 
