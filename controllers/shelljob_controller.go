@@ -233,7 +233,7 @@ func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1
 		// the first one records it.
 		from := base.DeepCopy()
 		from.Status.Summary = ""
-		err := r.Client.Status().Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}))
+		err := patchJob(ctx, r.Client, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}), "status")
 		if err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
@@ -245,7 +245,7 @@ func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1
 	from := job.DeepCopy()
 	from.Finalizers, from.Labels = base.Finalizers, base.Labels
 	job.Finalizers, job.Labels = finalizers, labels
-	return wroteStatus, client.IgnoreNotFound(r.Client.Patch(ctx, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{})))
+	return wroteStatus, client.IgnoreNotFound(patchJob(ctx, r.Client, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}), ""))
 }
 
 func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {

@@ -1,12 +1,46 @@
 package controllers
 
 import (
+	"context"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
+
+// patchJob sends patch, computed from job, to the job or to its
+// subresource (status), if one is named, and has the API server answer
+// with the job's metadata alone, which it copies into job; job's spec and
+// status stay as this process wrote them. The answer of a whole job
+// carries its command, up to 64 KiB, that the operator neither keeps nor
+// reads back: under a burst of jobs, encoding and decoding those answers
+// was a share of the API server's and the operator's work
+// (BENCHMARKS.md).
+func patchJob(ctx context.Context, c client.Client, job *shellv1alpha1.ShellJob, patch client.Patch, subresource string) error {
+	data, err := patch.Data(job)
+	if err != nil {
+		return err
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(shellv1alpha1.GroupVersion.WithKind("ShellJob"))
+	m.Namespace, m.Name = job.Namespace, job.Name
+	raw := client.RawPatch(patch.Type(), data)
+	if subresource == "" {
+		err = c.Patch(ctx, m, raw)
+	} else {
+		err = c.SubResource(subresource).Patch(ctx, m, raw)
+	}
+	if err != nil {
+		return err
+	}
+	m.ManagedFields = nil
+	job.ObjectMeta = m.ObjectMeta
+	return nil
+}
 
 // writes remembers the resourceVersion of this process's last write to each
 // object, so that a pass whose cache still holds an older version waits for
