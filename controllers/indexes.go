@@ -103,14 +103,15 @@ func undeliveredJobs(ctx context.Context, c client.Reader, ns, pod string) ([]sh
 // at once, and copying them all in each pass over a pool held tens of MiB
 // (BENCHMARKS.md). Callers read them and never change them; one that must,
 // changes a DeepCopy.
-func listJobs(ctx context.Context, c client.Reader, ns, index, value string) ([]shellv1alpha1.ShellJob, error) {
+func listJobs(ctx context.Context, c client.Reader, ns, index, value string, opts ...client.ListOption) ([]shellv1alpha1.ShellJob, error) {
 	var list shellv1alpha1.ShellJobList
-	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy)
+	opts = append(opts, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy)
+	err := c.List(ctx, &list, opts...)
 	return list.Items, err
 }
 
-// jobsAwaitingNumber lists the unfinished jobs of a pool that have no
-// number yet.
-func jobsAwaitingNumber(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
-	return listJobs(ctx, c, ns, indexJobUnnumbered, pool)
+// jobsAwaitingNumber lists up to limit unfinished jobs of a pool that have
+// no number yet.
+func jobsAwaitingNumber(ctx context.Context, c client.Reader, ns, pool string, limit int64) ([]shellv1alpha1.ShellJob, error) {
+	return listJobs(ctx, c, ns, indexJobUnnumbered, pool, client.Limit(limit))
 }

@@ -105,9 +105,13 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 }
 
 // waiting counts the jobs of the job's pool that wait for a number, itself
-// included, up to maxNumberBlock; 1 if the cache cannot tell.
+// included, up to maxNumberBlock; 1 if the cache cannot tell. It looks at
+// a few blocks' worth of them, not all: under a burst thousands wait, and
+// a list of them all in each counter update held MiBs (BENCHMARKS.md).
+// Those it sees may hold numbers not yet in their status (memory); a count
+// that falls short only makes the block smaller.
 func (n *numberer) waiting(ctx context.Context, job *shellv1alpha1.ShellJob) int64 {
-	jobs, err := jobsAwaitingNumber(ctx, n.jobs, job.Namespace, shelljob.Pool(job))
+	jobs, err := jobsAwaitingNumber(ctx, n.jobs, job.Namespace, shelljob.Pool(job), 4*maxNumberBlock)
 	if err != nil {
 		return 1
 	}
