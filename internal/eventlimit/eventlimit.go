@@ -29,9 +29,10 @@ type Options struct {
 	Dropped *prometheus.CounterVec
 }
 
-// The defaults: at this rate the broadcaster keeps at most about 7,200
-// Events in memory (six minutes' worth, twelve at worst), a few MiB, and a
-// burst of 500 covers a few hundred jobs started at once.
+// The defaults: at this rate the broadcaster keeps 7,200 Events in memory
+// (six minutes' worth), 14,400 at worst (twelve), at about 2 KiB each: the
+// memory bench's burst of 10,000 jobs saw 14 MB of them (BENCHMARKS.md).
+// A burst of 500 covers a few hundred jobs started at once.
 const (
 	DefaultPerSecond = 20
 	DefaultBurst     = 500
