@@ -133,7 +133,6 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	defer func() {
 		writeCtx, cancel := detached(ctx, statusWriteTimeout)
 		defer cancel()
-		// Taken before the patch, which truncates the times in job.
 		m := r.milestones(base, job, now)
 		wroteStatus, err := r.patch(writeCtx, base, job)
 		if wroteStatus {
