@@ -15,19 +15,21 @@ import (
 	utiltesting "shelljob.dev/shelljob/internal/testing"
 )
 
-// answerBytes counts the bytes of the API server's answers to PATCH calls.
-type answerBytes struct {
-	next http.RoundTripper
-	n    atomic.Int64
+// countAnswers wraps rt so that n counts the bytes of the API server's
+// answers to PATCH calls.
+func countAnswers(rt http.RoundTripper, n *atomic.Int64) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.Method == http.MethodPatch {
+			resp.Body = &countingBody{ReadCloser: resp.Body, n: n}
+		}
+		return resp, err
+	})
 }
 
-func (a *answerBytes) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := a.next.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPatch {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &a.n}
-	}
-	return resp, err
-}
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 type countingBody struct {
 	io.ReadCloser
@@ -51,9 +53,9 @@ func TestPatchJobAnswersMetadata(t *testing.T) {
 	command := bigCommand("echo hi")
 	job := createJob(t, utiltesting.MakeShellJob("big", ns).Command(command))
 
-	counter := &answerBytes{}
+	var answered atomic.Int64
 	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countAnswers(rt, &answered) }
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func TestPatchJobAnswersMetadata(t *testing.T) {
 		t.Fatalf("metadata patch: %v", err)
 	}
 
-	if got, most := counter.n.Load(), int64(len(command)/4); got > most {
+	if got, most := answered.Load(), int64(len(command)/4); got > most {
 		t.Errorf("the two answers were %d bytes, more than %d: the command came back", got, most)
 	}
 	var got shellv1alpha1.ShellJob
