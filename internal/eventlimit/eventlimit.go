@@ -8,20 +8,24 @@
 // thousands of them in the operator's memory for minutes. A Recorder in
 // front of it lets Events through at a steady rate, with a burst, and
 // drops the rest, counted: Events are best-effort in Kubernetes, and each
-// job's status keeps what it tells.
+// job's status keeps what it tells. Normal and Warning Events have a
+// budget each, so that a burst of jobs' routine Events cannot crowd out a
+// failing worker's.
 package eventlimit
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
 // Options of a Recorder.
 type Options struct {
-	// PerSecond is the steady rate of Events let through; Burst how many
-	// may go at once. Default to DefaultPerSecond and DefaultBurst.
+	// PerSecond is the steady rate of Events of one type let through;
+	// Burst how many may go at once. Default to DefaultPerSecond and
+	// DefaultBurst.
 	PerSecond float64
 	Burst     int
 	// Dropped, when set, counts the Events dropped, by type (Normal,
@@ -29,21 +33,24 @@ type Options struct {
 	Dropped *prometheus.CounterVec
 }
 
-// The defaults: at this rate the broadcaster keeps 7,200 Events in memory
-// (six minutes' worth), 14,400 at worst (twelve), at about 2 KiB each: the
-// memory bench's burst of 10,000 jobs saw 14 MB of them (BENCHMARKS.md).
-// A burst of 500 covers a few hundred jobs started at once.
+// The defaults: at this rate of one type the broadcaster keeps 1,800
+// Events in memory (six minutes' worth), 3,600 at worst (twelve), at
+// about 2 KiB each. At 20 a second, the memory bench's burst of 10,000
+// jobs held 14 MB of them, and the operator's peak was 24 MiB higher than
+// at this rate (BENCHMARKS.md). A burst of 200 covers the four Events of
+// each of 50 jobs started at once; a steady five a second, a job's four
+// Events a second.
 const (
-	DefaultPerSecond = 20
-	DefaultBurst     = 500
+	DefaultPerSecond = 5
+	DefaultBurst     = 200
 )
 
 // Recorder is an events.EventRecorder that lets the Events of the one it
-// wraps through at most at a rate.
+// wraps through at most at a rate for each type.
 type Recorder struct {
-	rec     events.EventRecorder
-	limiter *rate.Limiter
-	dropped *prometheus.CounterVec
+	rec      events.EventRecorder
+	limiters map[string]*rate.Limiter
+	dropped  *prometheus.CounterVec
 }
 
 var _ events.EventRecorder = (*Recorder)(nil)
@@ -56,13 +63,21 @@ func New(rec events.EventRecorder, opts Options) *Recorder {
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
 	}
-	return &Recorder{rec: rec, limiter: rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst), dropped: opts.Dropped}
+	limiters := map[string]*rate.Limiter{}
+	for _, t := range []string{corev1.EventTypeNormal, corev1.EventTypeWarning} {
+		limiters[t] = rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst)
+	}
+	return &Recorder{rec: rec, limiters: limiters, dropped: opts.Dropped}
 }
 
-// Eventf records the Event when the rate allows it, and drops it
-// otherwise.
+// Eventf records the Event when its type's rate allows it, and drops it
+// otherwise; an Event of neither type is the Normal ones' to spend.
 func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if !r.limiter.Allow() {
+	limiter, ok := r.limiters[eventtype]
+	if !ok {
+		limiter = r.limiters[corev1.EventTypeNormal]
+	}
+	if !limiter.Allow() {
 		if r.dropped != nil {
 			r.dropped.WithLabelValues(eventtype).Inc()
 		}

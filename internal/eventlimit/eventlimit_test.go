@@ -12,7 +12,8 @@ import (
 )
 
 // A burst past the limiter's is dropped and counted by type; what it lets
-// through reaches the recorder behind it as it was.
+// through reaches the recorder behind it as it was. Warnings have a budget
+// of their own, which a burst of Normal Events does not spend.
 func TestBurstDropped(t *testing.T) {
 	fake := events.NewFakeRecorder(100)
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dropped"}, []string{"type"})
@@ -21,13 +22,16 @@ func TestBurstDropped(t *testing.T) {
 	for i := range 8 {
 		r.Eventf(pod, nil, corev1.EventTypeNormal, "Started", "Start", "#%d started", i)
 	}
-	r.Eventf(pod, nil, corev1.EventTypeWarning, "StartFailed", "Start", "no")
+	for i := range 4 {
+		r.Eventf(pod, nil, corev1.EventTypeWarning, "StartFailed", "Start", "no %d", i)
+	}
 	close(fake.Events)
 	var got []string
 	for e := range fake.Events {
 		got = append(got, e)
 	}
-	want := []string{"Normal Started #0 started", "Normal Started #1 started", "Normal Started #2 started"}
+	want := []string{"Normal Started #0 started", "Normal Started #1 started", "Normal Started #2 started",
+		"Warning StartFailed no 0", "Warning StartFailed no 1", "Warning StartFailed no 2"}
 	if len(got) != len(want) {
 		t.Fatalf("recorded %q, want %q", got, want)
 	}
