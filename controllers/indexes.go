@@ -26,11 +26,14 @@ const (
 	// marked delivered (AnnotationDelivered): its reader may still need
 	// the worker.
 	indexJobUndelivered = "undelivered.status.pod"
-	// indexJobUID is the UID of an unfinished job, which is the agent's
-	// name for it. Its events about a finished job are not read, and an
-	// index of every UID held most of the indexes' memory with thousands
-	// of finished jobs (two entries per job: its namespace's and all).
-	indexJobUID = "unfinished.metadata.uid"
+	// indexJobUID is the UID of an unfinished job that holds a worker,
+	// which is the agent's name for it: an agent knows only the jobs
+	// started on it, each recorded on its worker first. Its events about a
+	// finished job are not read. Every value is a set of its own, twice
+	// (its namespace's and all): an index of every UID held most of the
+	// indexes' memory with thousands of finished jobs, and of the backlog
+	// of a burst with thousands waiting.
+	indexJobUID = "assigned.metadata.uid"
 )
 
 // jobIndexes are the field indexes of ShellJobs, by name.
@@ -60,7 +63,7 @@ var jobIndexes = map[string]func(*shellv1alpha1.ShellJob) []string{
 		return []string{j.Status.Pod}
 	},
 	indexJobUID: func(j *shellv1alpha1.ShellJob) []string {
-		if shelljob.IsFinished(j) {
+		if !shelljob.IsAssigned(j) || shelljob.IsFinished(j) {
 			return nil
 		}
 		return []string{string(j.UID)}

@@ -439,7 +439,8 @@ func TestSentSignalsFromTheAgent(t *testing.T) {
 
 // The indexes hold unfinished jobs alone, but for the undelivered one,
 // which holds finished jobs alone: thousands of finished jobs cost the
-// indexes nothing.
+// indexes nothing. The UID index holds the jobs given a worker alone: a
+// backlog waiting for one costs it nothing either.
 func TestJobIndexes(t *testing.T) {
 	job := func(phase shellv1alpha1.ShellJobPhase, number int64, delivered bool) *shellv1alpha1.ShellJob {
 		j := utiltesting.MakeShellJob("j", "ns").Pool("shell").Obj()
@@ -458,6 +459,11 @@ func TestJobIndexes(t *testing.T) {
 			indexJobPool: {"shell"}, indexJobUnnumbered: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
 		"running": {job(shellv1alpha1.PhaseRunning, 4, false), map[string][]string{
 			indexJobPool: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
+		"queued": {func() *shellv1alpha1.ShellJob {
+			j := job(shellv1alpha1.PhaseQueued, 4, false)
+			j.Status.Pod = ""
+			return j
+		}(), map[string][]string{indexJobPool: {"shell"}}},
 		"finished":            {job(shellv1alpha1.PhaseSucceeded, 4, false), map[string][]string{indexJobUndelivered: {"w1"}}},
 		"finished, delivered": {job(shellv1alpha1.PhaseStopped, 4, true), map[string][]string{}},
 	} {
