@@ -50,11 +50,10 @@ func (a *assumptions) lock(pool types.NamespacedName) (*poolAssumptions, func())
 // snapshot turns the pool's unfinished jobs, as the cache has them, into
 // the scheduler's view: a job the cache shows queued holds the worker it
 // was assumed on. It drops the assumptions the cache has caught up with.
-func (p *poolAssumptions) snapshot(jobs []shellv1alpha1.ShellJob) []scheduler.Job {
+func (p *poolAssumptions) snapshot(jobs []*shellv1alpha1.ShellJob) []scheduler.Job {
 	seen := make(map[types.UID]bool, len(jobs))
 	out := make([]scheduler.Job, 0, len(jobs))
-	for i := range jobs {
-		j := &jobs[i]
+	for _, j := range jobs {
 		seen[j.UID] = true
 		sj := scheduler.JobOf(j)
 		if assumed, ok := p.pods[j.UID]; ok {

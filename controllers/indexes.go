@@ -14,8 +14,6 @@ import (
 // that reconciles list by leave them out, so that a pass costs what the
 // unfinished jobs cost.
 const (
-	// indexJobPool is the pool (spec.pool, defaulted) of an unfinished job.
-	indexJobPool = "unfinished.spec.pool"
 	// indexJobUnnumbered is the pool of an unfinished job that has no
 	// number yet.
 	indexJobUnnumbered = "unnumbered.spec.pool"
@@ -38,12 +36,6 @@ const (
 
 // jobIndexes are the field indexes of ShellJobs, by name.
 var jobIndexes = map[string]func(*shellv1alpha1.ShellJob) []string{
-	indexJobPool: func(j *shellv1alpha1.ShellJob) []string {
-		if shelljob.IsFinished(j) {
-			return nil
-		}
-		return []string{shelljob.Pool(j)}
-	},
 	indexJobUnnumbered: func(j *shellv1alpha1.ShellJob) []string {
 		if j.Status.Number != 0 || shelljob.IsFinished(j) {
 			return nil
@@ -85,11 +77,6 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
-// jobsOfPool lists the unfinished jobs of a pool.
-func jobsOfPool(ctx context.Context, c client.Reader, ns, pool string) ([]shellv1alpha1.ShellJob, error) {
-	return listJobs(ctx, c, ns, indexJobPool, pool)
-}
-
 // jobsOnPod lists the unfinished jobs that hold a worker pod.
 func jobsOnPod(ctx context.Context, c client.Reader, ns, pod string) ([]shellv1alpha1.ShellJob, error) {
 	return listJobs(ctx, c, ns, indexJobPod, pod)
@@ -101,11 +88,10 @@ func undeliveredJobs(ctx context.Context, c client.Reader, ns, pod string) ([]sh
 	return listJobs(ctx, c, ns, indexJobUndelivered, pod)
 }
 
-// listJobs lists the jobs whose index holds value. The jobs are the
-// cache's own, not copies: under a burst, thousands of jobs are unfinished
-// at once, and copying them all in each pass over a pool held tens of MiB
-// (BENCHMARKS.md). Callers read them and never change them; one that must,
-// changes a DeepCopy.
+// listJobs lists the jobs whose index holds value. Their fields are the
+// cache's own, not deep copies (the structs are copied: a pass over all
+// the unfinished jobs of a pool lists them through PoolIndex). Callers
+// read them and never change them; one that must, changes a DeepCopy.
 func listJobs(ctx context.Context, c client.Reader, ns, index, value string, opts ...client.ListOption) ([]shellv1alpha1.ShellJob, error) {
 	var list shellv1alpha1.ShellJobList
 	opts = append(opts, client.InNamespace(ns), client.MatchingFields{index: value}, client.UnsafeDisableDeepCopy)

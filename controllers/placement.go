@@ -45,9 +45,11 @@ const (
 // one goroutine, so placements are made, and their Scheduled Events told,
 // in the order of the queue.
 type placer struct {
-	cache   client.Reader
-	queues  *scheduler.Queues
-	assumed *assumptions
+	cache client.Reader
+	// pools lists each pool's unfinished jobs.
+	poolJobs *PoolIndex
+	queues   *scheduler.Queues
+	assumed  *assumptions
 	// workers are the agents' own states: a worker whose spool is full
 	// gets no job.
 	workers  *workerStates
@@ -139,7 +141,7 @@ func (p *placer) schedule(ctx context.Context, h scheduler.Head) error {
 	if err := p.cache.List(ctx, &pods, client.InNamespace(workerNS), workerLabels(pool)); err != nil {
 		return err
 	}
-	jobs, err := jobsOfPool(ctx, p.cache, pool.Namespace, pool.Name)
+	jobs, err := p.poolJobs.jobsOfPool(pool.Namespace, pool.Name)
 	if err != nil {
 		return err
 	}
@@ -171,7 +173,7 @@ func (p *placer) schedule(ctx context.Context, h scheduler.Head) error {
 		byName := make(map[string]*shellv1alpha1.ShellJob, len(jobs))
 		snapshot := make([]scheduler.Job, 0, len(jobs))
 		for i, sj := range assumed.snapshot(jobs) {
-			j := &jobs[i]
+			j := jobs[i]
 			if !queued[j.UID] && sj.Pod == "" {
 				// Waiting, but not queued yet: its watch event is news.
 				continue

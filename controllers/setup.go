@@ -98,6 +98,9 @@ type Options struct {
 	// which the operator writes the ones that admit what lies outside the
 	// pod network. Defaults to none written.
 	NetworkPolicies NetworkPolicyOptions
+	// Pools is the index that the manager's cache was built with
+	// (CacheOptions). Required.
+	Pools *PoolIndex
 }
 
 // Setup adds the operator to a manager: the cache indexes, the pool and
@@ -119,6 +122,9 @@ type reconcilers struct {
 func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, error) {
 	if opts.Agent == nil {
 		return nil, errors.New("controllers: Options.Agent is required")
+	}
+	if opts.Pools == nil {
+		return nil, errors.New("controllers: Options.Pools is required: the PoolIndex the cache was built with (CacheOptions)")
 	}
 	if opts.WorkerImage == "" {
 		opts.WorkerImage = DefaultWorkerImage
@@ -149,6 +155,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 	decisions := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 1024)
 	placement := &placer{
 		cache:           mgr.GetClient(),
+		poolJobs:        opts.Pools,
 		queues:          queues,
 		assumed:         assumed,
 		workers:         workers,
@@ -185,6 +192,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 		Clock:           opts.Clock,
 		DeliveryGrace:   opts.DeliveryGrace,
 		assumed:         assumed,
+		poolJobs:        opts.Pools,
 		streams:         streams,
 		workers:         workers,
 		wakes:           poolWakes,
@@ -234,8 +242,10 @@ func setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*reconcilers, e
 // which the operator reads from the API server once, when it starts the
 // job, so that its memory does not grow with the jobs' command text; and
 // it holds no settled job (shelljob.Settles), so that it does not grow
-// with the finished ones either.
-func CacheOptions(namespace, workerNS string) cache.Options {
+// with the finished ones either. pools, when set, indexes its ShellJobs by
+// pool for the operator (Options.Pools); a cache for the stream API alone
+// needs none.
+func CacheOptions(namespace, workerNS string, pools *PoolIndex) cache.Options {
 	workers, err := labels.NewRequirement(shellv1alpha1.LabelPool, selection.Exists, nil)
 	if err != nil {
 		panic(fmt.Sprintf("worker selector: %v", err))
@@ -245,7 +255,7 @@ func CacheOptions(namespace, workerNS string) cache.Options {
 		panic(fmt.Sprintf("job selector: %v", err))
 	}
 	workerNS = workerNamespace(workerNS, namespace)
-	return cache.Options{
+	opts := cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		DefaultTransform:  cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -267,4 +277,8 @@ func CacheOptions(namespace, workerNS string) cache.Options {
 			},
 		},
 	}
+	if pools != nil {
+		opts.NewInformer = pools.newInformer
+	}
+	return opts
 }

@@ -76,7 +76,9 @@ type ShellPoolReconciler struct {
 	DeliveryGrace time.Duration
 
 	assumed *assumptions
-	writes  *writes
+	// pools lists each pool's unfinished jobs.
+	poolJobs *PoolIndex
+	writes   *writes
 	// counted is when each pool's status was last written, for batching
 	// the job counters.
 	counted *writeTimes
@@ -206,7 +208,7 @@ func (r *ShellPoolReconciler) reconcile(ctx context.Context, pool *shellv1alpha1
 		return ctrl.Result{}, err
 	}
 	pods := podList.Items
-	jobs, err := jobsOfPool(ctx, r.Client, pool.Namespace, pool.Name)
+	jobs, err := r.poolJobs.jobsOfPool(pool.Namespace, pool.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -72,10 +72,11 @@ func startOperatorWith(t *testing.T, ns string, opts Options) *operator {
 	if opts.Namespace == "" {
 		opts.Namespace = ns
 	}
+	opts.Pools = NewPoolIndex()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 utiltesting.Logger(t),
-		Cache:                  CacheOptions(ns, opts.WorkerNamespace),
+		Cache:                  CacheOptions(ns, opts.WorkerNamespace, opts.Pools),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

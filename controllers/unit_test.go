@@ -456,14 +456,14 @@ func TestJobIndexes(t *testing.T) {
 		want map[string][]string
 	}{
 		"running, unnumbered": {job(shellv1alpha1.PhaseRunning, 0, false), map[string][]string{
-			indexJobPool: {"shell"}, indexJobUnnumbered: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
+			poolIndexName: {"ns/shell"}, indexJobUnnumbered: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
 		"running": {job(shellv1alpha1.PhaseRunning, 4, false), map[string][]string{
-			indexJobPool: {"shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
+			poolIndexName: {"ns/shell"}, indexJobPod: {"w1"}, indexJobUID: {"u1"}}},
 		"queued": {func() *shellv1alpha1.ShellJob {
 			j := job(shellv1alpha1.PhaseQueued, 4, false)
 			j.Status.Pod = ""
 			return j
-		}(), map[string][]string{indexJobPool: {"shell"}}},
+		}(), map[string][]string{poolIndexName: {"ns/shell"}}},
 		"finished":            {job(shellv1alpha1.PhaseSucceeded, 4, false), map[string][]string{indexJobUndelivered: {"w1"}}},
 		"finished, delivered": {job(shellv1alpha1.PhaseStopped, 4, true), map[string][]string{}},
 	} {
@@ -473,6 +473,9 @@ func TestJobIndexes(t *testing.T) {
 				if v := fn(tc.job); v != nil {
 					got[field] = v
 				}
+			}
+			if v, err := unfinishedPool(tc.job); err != nil || v != nil {
+				got[poolIndexName] = v
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("index values (-want +got):\n%s", diff)

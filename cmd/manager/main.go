@@ -171,6 +171,7 @@ func run() int {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	cfg := ctrl.GetConfigOrDie()
+	pools := controllers.NewPoolIndex()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metrics,
@@ -181,7 +182,7 @@ func run() int {
 		LeaderElectionNamespace:       namespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(controllers.GracefulShutdownTimeout),
-		Cache:                         controllers.CacheOptions(namespace, workerNS),
+		Cache:                         controllers.CacheOptions(namespace, workerNS, pools),
 	})
 	if err != nil {
 		log.Error(err, "Create the manager")
@@ -204,6 +205,7 @@ func run() int {
 		JobTTL:                 jobTTL,
 		HoldTimeout:            holdTimeout,
 		NetworkPolicies:        policies,
+		Pools:                  pools,
 	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "Set up the controllers", "controller", "shelljob")

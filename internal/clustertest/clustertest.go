@@ -159,10 +159,11 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 // the agents through streamAgent, behind c.Stream.
 func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client) {
 	t.Helper()
+	opts.Pools = controllers.NewPoolIndex()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 utiltesting.Logger(t).WithName("operator"),
-		Cache:                  controllers.CacheOptions(c.Namespace, opts.WorkerNamespace),
+		Cache:                  controllers.CacheOptions(c.Namespace, opts.WorkerNamespace, opts.Pools),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

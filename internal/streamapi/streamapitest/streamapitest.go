@@ -76,7 +76,7 @@ func (r *Replica) start() {
 	mgr, err := ctrl.NewManager(r.env.Config, ctrl.Options{
 		Scheme:                 r.env.Scheme,
 		Logger:                 utiltesting.Logger(r.t).WithName("replica"),
-		Cache:                  controllers.CacheOptions(r.cluster.Namespace, ""),
+		Cache:                  controllers.CacheOptions(r.cluster.Namespace, "", nil),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
