@@ -46,7 +46,7 @@ const (
 // in the order of the queue.
 type placer struct {
 	cache client.Reader
-	// pools lists each pool's unfinished jobs.
+	// poolJobs lists each pool's unfinished jobs.
 	poolJobs *PoolIndex
 	queues   *scheduler.Queues
 	assumed  *assumptions

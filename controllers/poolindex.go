@@ -40,6 +40,8 @@ const poolIndexName = "shelljob.dev/unfinished-pool"
 // an unfinished job.
 func poolIndexKey(ns, pool string) string { return ns + "/" + pool }
 
+// unfinishedPool is the index's function: the key of an unfinished job,
+// none for a finished one.
 func unfinishedPool(obj any) ([]string, error) {
 	j, ok := obj.(*shellv1alpha1.ShellJob)
 	if !ok || shelljob.IsFinished(j) {

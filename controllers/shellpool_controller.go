@@ -76,7 +76,7 @@ type ShellPoolReconciler struct {
 	DeliveryGrace time.Duration
 
 	assumed *assumptions
-	// pools lists each pool's unfinished jobs.
+	// poolJobs lists each pool's unfinished jobs.
 	poolJobs *PoolIndex
 	writes   *writes
 	// counted is when each pool's status was last written, for batching
