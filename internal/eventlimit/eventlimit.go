@@ -48,9 +48,9 @@ const (
 // Recorder is an events.EventRecorder that lets the Events of the one it
 // wraps through at most at a rate for each type.
 type Recorder struct {
-	rec      events.EventRecorder
-	limiters map[string]*rate.Limiter
-	dropped  *prometheus.CounterVec
+	rec             events.EventRecorder
+	normal, warning *rate.Limiter
+	dropped         *prometheus.CounterVec
 }
 
 var _ events.EventRecorder = (*Recorder)(nil)
@@ -63,19 +63,20 @@ func New(rec events.EventRecorder, opts Options) *Recorder {
 	if opts.Burst <= 0 {
 		opts.Burst = DefaultBurst
 	}
-	limiters := map[string]*rate.Limiter{}
-	for _, t := range []string{corev1.EventTypeNormal, corev1.EventTypeWarning} {
-		limiters[t] = rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst)
+	return &Recorder{
+		rec:     rec,
+		normal:  rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst),
+		warning: rate.NewLimiter(rate.Limit(opts.PerSecond), opts.Burst),
+		dropped: opts.Dropped,
 	}
-	return &Recorder{rec: rec, limiters: limiters, dropped: opts.Dropped}
 }
 
 // Eventf records the Event when its type's rate allows it, and drops it
 // otherwise; an Event of neither type is the Normal ones' to spend.
 func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	limiter, ok := r.limiters[eventtype]
-	if !ok {
-		limiter = r.limiters[corev1.EventTypeNormal]
+	limiter := r.normal
+	if eventtype == corev1.EventTypeWarning {
+		limiter = r.warning
 	}
 	if !limiter.Allow() {
 		if r.dropped != nil {
