@@ -253,6 +253,17 @@ func TestOriginUserFilledIn(t *testing.T) {
 		t.Errorf("a forged user: %v", err)
 	}
 
+	// A job with no origin at all gets the schema's error, not the
+	// policy's CEL error about a missing key.
+	originless := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": shellv1alpha1.GroupVersion.String(), "kind": "ShellJob",
+		"metadata": map[string]any{"name": "originless", "namespace": ns},
+		"spec":     map[string]any{"command": "true"},
+	}}
+	if err := alice.Create(ctx, originless); err == nil || !strings.Contains(err.Error(), "spec.origin: Required value") || strings.Contains(err.Error(), "no such key") {
+		t.Errorf("a job with no origin: %v", err)
+	}
+
 	before := selfSubjectReviews(ctx, t)
 	if job := pluginExec(ctx, t, "carol", ns); job.Spec.Origin.User != "carol" {
 		t.Errorf("job %s, origin %+v", job.Name, job.Spec.Origin)
