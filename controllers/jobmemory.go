@@ -22,6 +22,10 @@ import (
 type jobMemory struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*jobMemo
+	// startCalls names the jobs this process called Start for, by UID: an
+	// agent's report of one can come before the cache shows the placement
+	// that the agents' index of jobs needs.
+	startCalls map[types.UID]types.NamespacedName
 }
 
 // jobMemo is what is remembered of one job.
@@ -84,13 +88,16 @@ type agentFacts struct {
 }
 
 func newJobMemory() *jobMemory {
-	return &jobMemory{jobs: map[types.NamespacedName]*jobMemo{}}
+	return &jobMemory{jobs: map[types.NamespacedName]*jobMemo{}, startCalls: map[types.UID]types.NamespacedName{}}
 }
 
 // memo is the memo of the job, made if there is none; call with m.mu held.
 func (m *jobMemory) memo(key types.NamespacedName, uid types.UID) *jobMemo {
 	j, ok := m.jobs[key]
 	if !ok || j.uid != uid {
+		if ok {
+			delete(m.startCalls, j.uid)
+		}
 		j = &jobMemo{uid: uid}
 		m.jobs[key] = j
 	}
@@ -123,6 +130,7 @@ func (m *jobMemory) forget(key types.NamespacedName, uid types.UID) {
 	defer m.mu.Unlock()
 	if j, ok := m.jobs[key]; ok && (uid == "" || j.uid == uid) {
 		delete(m.jobs, key)
+		delete(m.startCalls, j.uid)
 	}
 }
 
@@ -150,8 +158,18 @@ func (m *jobMemory) noteStart(key types.NamespacedName, uid types.UID) (n int) {
 	m.write(key, uid, func(j *jobMemo) {
 		j.starts++
 		n = j.starts
+		m.startCalls[uid] = key
 	})
 	return n
+}
+
+// startedJob is the job of that UID that this process called Start for,
+// while it remembers the job.
+func (m *jobMemory) startedJob(uid types.UID) (key types.NamespacedName, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key, ok = m.startCalls[uid]
+	return key, ok
 }
 
 // starts counts the Start calls made for the job.

@@ -26,13 +26,20 @@ const (
 	counterAttempts = 5
 	// maxNumberBlock bounds how many numbers one counter update takes.
 	maxNumberBlock = 64
+	// minNumberBlock is how many numbers a counter update takes at least:
+	// a lone job takes the numbers of the next lone jobs too, whose passes
+	// then cost no counter update before their placement. A restart of
+	// the operator leaves the numbers it took and gave to no job unused:
+	// a gap of at most minNumberBlock-1.
+	minNumberBlock = 8
 )
 
 // numberer hands out the #N of jobs: unique in a namespace and increasing,
 // across restarts of the operator. The next number lives in a ConfigMap
 // updated with optimistic concurrency, so a number is never given twice
-// even if two operators ever ran at once; a crash between taking a number
-// and recording it in the job's status only leaves a gap.
+// even if two operators ever ran at once; a restart, or a crash between
+// taking a number and recording it in the job's status, only leaves a
+// gap.
 type numberer struct {
 	// reader reads the ConfigMap from the API server, not from a cache.
 	reader client.Reader
@@ -48,13 +55,14 @@ type numberer struct {
 	mu sync.Mutex
 	// blocks holds, by namespace, the numbers the last counter update took
 	// and that no job got yet. One update takes a number for each job of
-	// the pool that waits for one, so a burst of jobs costs a few counter
-	// updates, not one per job, and a lone job takes one. A job deleted
-	// before it got its number leaves its number to the next job.
+	// the pool that waits for one, and minNumberBlock at least, so a burst
+	// of jobs costs a few counter updates, not one per job, and so do lone
+	// jobs one after another. A job deleted before it got its number
+	// leaves its number to the next job.
 	blocks map[string]*numberBlock
 	// counters holds, by namespace, the counter as this operator's last
 	// update left it. The next update starts from it rather than reading
-	// it again, so that a lone job's number costs one round trip, not two:
+	// it again, so that a block of numbers costs one round trip, not two:
 	// a counter changed by anyone else fails that update with a conflict,
 	// and the retry reads it.
 	counters map[string]*corev1.ConfigMap
@@ -87,7 +95,7 @@ func (n *numberer) number(ctx context.Context, job *shellv1alpha1.ShellJob) (int
 		n.memory.setNumber(key, job.UID, num)
 		return num, nil
 	}
-	size := n.waiting(ctx, job)
+	size := max(n.waiting(ctx, job), minNumberBlock)
 	var err error
 	for range counterAttempts {
 		var num int64

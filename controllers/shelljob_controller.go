@@ -112,7 +112,8 @@ type ShellJobReconciler struct {
 // +kubebuilder:rbac:groups=core,namespace=shelljob-system,resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=shelljob-system,resources=events,verbs=create;patch
 
-// Reconcile moves one job along and patches its status once, at the end.
+// Reconcile moves one job along and patches its status at the end, and
+// once before for a placement it makes, which it records before the start.
 // A shutdown does not cut a pass: its agent call answers and its status is
 // written (GracefulShutdownTimeout).
 func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
@@ -131,19 +132,38 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	base := job.DeepCopy()
 	now := r.Clock.Now()
 	defer func() {
-		writeCtx, cancel := detached(ctx, statusWriteTimeout)
-		defer cancel()
-		m := r.milestones(base, job, now)
-		wroteStatus, err := r.patch(writeCtx, base, job)
-		if wroteStatus {
-			r.record(req.NamespacedName, job.UID, m, now)
-		}
-		if err == nil && job.ResourceVersion != base.ResourceVersion {
-			r.writes.wrote(job)
-		}
-		res, reterr = afterPatch(res, reterr, err)
+		res, reterr = afterPatch(res, reterr, r.write(ctx, base, job, now))
 	}()
-	return r.reconcile(ctx, job, now)
+	res, reterr = r.reconcile(ctx, job, now)
+	if reterr != nil || shelljob.IsAssigned(base) || !shelljob.IsAssigned(job) {
+		return res, reterr
+	}
+	// Placed by this pass: the placement is recorded before anything runs,
+	// so that a restart never runs a job on a second worker, and then the
+	// command starts in the same pass rather than on the write's event.
+	command := r.readCommand(ctx, job)
+	err := r.write(ctx, base, job, now)
+	base = job.DeepCopy()
+	if err != nil {
+		return afterPatch(ctrl.Result{}, nil, err)
+	}
+	return r.assigned(ctx, job, now, command)
+}
+
+// write patches what a pass changed of the job since base, and records
+// the milestones it wrote.
+func (r *ShellJobReconciler) write(ctx context.Context, base, job *shellv1alpha1.ShellJob, now time.Time) error {
+	ctx, cancel := detached(ctx, statusWriteTimeout)
+	defer cancel()
+	m := r.milestones(base, job, now)
+	wroteStatus, err := r.patch(ctx, base, job)
+	if wroteStatus {
+		r.record(client.ObjectKeyFromObject(job), job.UID, m, now)
+	}
+	if err == nil && job.ResourceVersion != base.ResourceVersion {
+		r.writes.wrote(job)
+	}
+	return err
 }
 
 // milestone is what a pass's status write records of a job's life, for
@@ -265,7 +285,7 @@ func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.S
 	case shelljob.IsStarted(job):
 		return r.running(ctx, job, now)
 	case shelljob.IsAssigned(job):
-		return r.assigned(ctx, job, now)
+		return r.assigned(ctx, job, now, func() (string, error) { return r.command(ctx, client.ObjectKeyFromObject(job), job.UID) })
 	default:
 		return r.queued(ctx, job, now)
 	}

@@ -63,14 +63,13 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 	job.Status.PodNamespace = workerNamespace(r.WorkerNamespace, job.Namespace)
 	shelljob.SetScheduledCondition(job, now, metav1.ConditionTrue, d.Reason, d.Message)
 	controllerutil.AddFinalizer(job, JobFinalizer)
-	// The next pass, on this patch's event, starts the command: a placement
-	// is recorded before anything runs, so a restart never runs a job on a
-	// second worker.
+	// Reconcile records the placement, then starts the command.
 	return ctrl.Result{}, nil
 }
 
-// assigned starts the command of a job that has a worker.
-func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
+// assigned starts the command of a job that has a worker; command reads
+// it.
+func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time, command func() (string, error)) (ctrl.Result, error) {
 	key := r.workerKey(job)
 	if f, ok := r.memory.facts(client.ObjectKeyFromObject(job), job.UID); ok && f.Pod == key.Name {
 		// The agent knows the job: a Start that a restart kept from being
@@ -112,11 +111,11 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 		controllerutil.AddFinalizer(job, JobFinalizer)
 		return ctrl.Result{}, nil
 	}
-	return r.start(ctx, job, pod, now)
+	return r.start(ctx, job, pod, now, command)
 }
 
-func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
-	command, err := r.command(ctx, job)
+func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.ShellJob, pod *corev1.Pod, now time.Time, read func() (string, error)) (ctrl.Result, error) {
+	command, err := read()
 	if err != nil || command == "" {
 		// A job gone since the pass read it has no command: its deletion
 		// brings the next pass.
@@ -159,15 +158,34 @@ func (r *ShellJobReconciler) start(ctx context.Context, job *shellv1alpha1.Shell
 // command reads the job's command from the API server, the one read of it:
 // the cache keeps no command (shelljob.Slim). It is "" when the job went,
 // or was made again under its name, since the pass read it.
-func (r *ShellJobReconciler) command(ctx context.Context, job *shellv1alpha1.ShellJob) (string, error) {
+func (r *ShellJobReconciler) command(ctx context.Context, key types.NamespacedName, uid types.UID) (string, error) {
 	full := &shellv1alpha1.ShellJob{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), full); err != nil {
-		return "", fmt.Errorf("read the command of %s: %w", job.Name, err)
+	if err := r.APIReader.Get(ctx, key, full); err != nil {
+		return "", fmt.Errorf("read the command of %s: %w", key.Name, err)
 	}
-	if full.UID != job.UID {
+	if full.UID != uid {
 		return "", nil
 	}
 	return full.Spec.Command, nil
+}
+
+// readCommand starts reading the job's command, as the pass that placed
+// it writes the placement, and returns the wait for it.
+func (r *ShellJobReconciler) readCommand(ctx context.Context, job *shellv1alpha1.ShellJob) func() (string, error) {
+	key, uid := client.ObjectKeyFromObject(job), job.UID
+	var (
+		command string
+		err     error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		command, err = r.command(ctx, key, uid)
+	}()
+	return func() (string, error) {
+		<-done
+		return command, err
+	}
 }
 
 func (r *ShellJobReconciler) markStarted(job *shellv1alpha1.ShellJob, pgid int, at, now time.Time) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,7 +197,11 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 		s.log.Error(err, "Find the job of an agent event", "pod", w.pod, "job", ev.Job)
 		return
 	}
-	if job == nil || shelljob.IsFinished(job) {
+	if job == nil {
+		s.justStarted(ctx, w, ev)
+		return
+	}
+	if shelljob.IsFinished(job) {
 		// A job deleted since, or one whose end is recorded: the agent
 		// replays every job its spool still holds.
 		return
@@ -212,6 +217,20 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 	}
 	if notify {
 		s.send(ctx, job)
+	}
+}
+
+// justStarted records the event of a job that the cache does not show on
+// a worker yet, if this process started it: the pass that recorded its
+// placement started it at once, and a quick command's exit can come
+// before the placement's watch event.
+func (s *workerStreams) justStarted(ctx context.Context, w worker, ev agentapi.Event) {
+	key, ok := s.memory.startedJob(types.UID(ev.Job))
+	if !ok || key.Namespace != w.jobs {
+		return
+	}
+	if s.memory.record(key, w.pod.Name, ev) {
+		s.send(ctx, &shellv1alpha1.ShellJob{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})
 	}
 }
 

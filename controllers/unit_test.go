@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -76,15 +79,15 @@ func TestNumbererRetriesConflicts(t *testing.T) {
 	if err != nil || got != 41 {
 		t.Fatalf("number = %d, %v; want 41", got, err)
 	}
-	if next := counter(t, c); next != "42" {
-		t.Errorf("counter %s, want 42", next)
+	if next := counter(t, c); next != "49" {
+		t.Errorf("counter %s, want 49 (a block of minNumberBlock)", next)
 	}
 	// A retried pass whose status patch did not land reuses its number.
 	if again, _ := n.number(ctx, job); again != 41 {
 		t.Errorf("second call gave %d, want 41 again", again)
 	}
-	if next := counter(t, c); next != "42" {
-		t.Errorf("counter %s after a retry, want 42", next)
+	if next := counter(t, c); next != "49" {
+		t.Errorf("counter %s after a retry, want 49", next)
 	}
 }
 
@@ -99,8 +102,8 @@ func TestNumbererStartsAboveExistingJobs(t *testing.T) {
 	if got, err := n.number(ctx, job); err != nil || got != 8 {
 		t.Fatalf("number = %d, %v; want 8", got, err)
 	}
-	if next := counter(t, c); next != "9" {
-		t.Errorf("counter %s, want 9", next)
+	if next := counter(t, c); next != "16" {
+		t.Errorf("counter %s, want 16", next)
 	}
 }
 
@@ -124,11 +127,12 @@ func TestNumbererStartsAboveSettledJobs(t *testing.T) {
 }
 
 // TestNumbererTakesABlockForABurst: one counter update numbers every job
-// of the pool that waits for a number, and a lone job takes one.
+// of the pool that waits for a number; a lone job after it takes one of
+// the numbers left, or a block of minNumberBlock.
 func TestNumbererTakesABlockForABurst(t *testing.T) {
 	ctx := context.Background()
 	var objs []client.Object
-	for i := range 5 {
+	for i := range minNumberBlock + 2 {
 		j := utiltesting.MakeShellJob(fmt.Sprintf("j%d", i), "ns").Pool("shell").Obj()
 		j.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		objs = append(objs, j)
@@ -153,13 +157,13 @@ func TestNumbererTakesABlockForABurst(t *testing.T) {
 			t.Fatalf("job %d: number %d, %v; want %d", i, got, err, 10+i)
 		}
 	}
-	if updates != 1 || counter(t, c) != "15" {
-		t.Errorf("%d counter updates, counter %s; want 1, 15", updates, counter(t, c))
+	if updates != 1 || counter(t, c) != "20" {
+		t.Errorf("%d counter updates, counter %s; want 1, 20", updates, counter(t, c))
 	}
 	lone := utiltesting.MakeShellJob("lone", "ns").Pool("other").Obj()
 	lone.UID = "uid-lone"
-	if got, err := n.number(ctx, lone); err != nil || got != 15 || counter(t, c) != "16" {
-		t.Errorf("lone job: number %d, %v, counter %s; want 15, 16", got, err, counter(t, c))
+	if got, err := n.number(ctx, lone); err != nil || got != 20 || counter(t, c) != "28" {
+		t.Errorf("lone job: number %d, %v, counter %s; want 20, 28", got, err, counter(t, c))
 	}
 }
 
@@ -197,13 +201,13 @@ func TestNumbererRemembersTheCounter(t *testing.T) {
 		}
 		return got
 	}
-	for i := range 3 {
+	for i := range minNumberBlock {
 		if got := lone(i); got != int64(10+i) {
 			t.Errorf("job %d: number %d, want %d", i, got, 10+i)
 		}
 	}
-	if gets != 1 || updates != 3 {
-		t.Errorf("%d reads and %d updates of the counter for 3 lone jobs, want 1 and 3", gets, updates)
+	if gets != 1 || updates != 1 {
+		t.Errorf("%d reads and %d updates of the counter for %d lone jobs, want 1 and 1", gets, updates, minNumberBlock)
 	}
 
 	// Another operator took numbers up to 99.
@@ -215,17 +219,23 @@ func TestNumbererRemembersTheCounter(t *testing.T) {
 	if err := c.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	if got := lone(3); got != 100 || counter(t, c) != "101" {
-		t.Errorf("after a change by another: number %d, counter %s; want 100, 101", got, counter(t, c))
+	if got := lone(minNumberBlock); got != 100 || counter(t, c) != "108" {
+		t.Errorf("after a change by another: number %d, counter %s; want 100, 108", got, counter(t, c))
 	}
 
-	// Someone deleted the counter: it starts again above every number in
-	// use (none here, as the jobs were never created).
+	// Someone deleted the counter: the numbers already taken go first,
+	// then it starts again above every number in use (none here, as the
+	// jobs were never created).
 	if err := c.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	if got := lone(4); got != 1 || counter(t, c) != "2" {
-		t.Errorf("after a delete: number %d, counter %s; want 1, 2", got, counter(t, c))
+	for i := 1; i < minNumberBlock; i++ {
+		if got := lone(minNumberBlock + i); got != int64(100+i) {
+			t.Errorf("after a delete, job %d of the block: number %d, want %d", i, got, 100+i)
+		}
+	}
+	if got := lone(2 * minNumberBlock); got != 1 || counter(t, c) != "9" {
+		t.Errorf("after a delete: number %d, counter %s; want 1, 9", got, counter(t, c))
 	}
 }
 
@@ -481,5 +491,52 @@ func TestJobIndexes(t *testing.T) {
 				t.Errorf("index values (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A pass that records a placement starts the command at once, so a quick
+// command's exit can reach the streams before the cache shows the job on
+// its worker, where the agents' index finds it: the exit is kept for the
+// job this process started, and its pass is woken. An event of a job this
+// process did not start, or forgot, is dropped as before.
+func TestStreamsKeepTheExitOfAJobJustStarted(t *testing.T) {
+	queued := utiltesting.MakeShellJob("quick", "ns").Obj()
+	queued.UID = "uid-quick"
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(queued).
+		WithIndex(&shellv1alpha1.ShellJob{}, indexJobUID, jobIndexFunc(indexJobUID)).Build()
+	memory := newJobMemory()
+	notify := make(chan event.TypedGenericEvent[*shellv1alpha1.ShellJob], 4)
+	s := newWorkerStreams(nil, c, memory, notify, clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	w := worker{pod: types.NamespacedName{Namespace: "workers", Name: "worker-0"}, jobs: "ns"}
+	key := client.ObjectKeyFromObject(queued)
+	code := 0
+	exit := func(uid types.UID) agentapi.Event {
+		return agentapi.Event{Type: agentapi.EventExited, Job: string(uid), Time: time.Now(), ExitCode: &code}
+	}
+
+	s.handle(context.Background(), w, exit("uid-other"))
+	if _, ok := memory.facts(types.NamespacedName{Namespace: "ns", Name: "other"}, "uid-other"); ok || len(notify) != 0 {
+		t.Fatalf("the exit of a job this process did not start was kept (%d wakes)", len(notify))
+	}
+
+	memory.noteStart(key, queued.UID)
+	s.handle(context.Background(), w, exit(queued.UID))
+	f, ok := memory.facts(key, queued.UID)
+	if !ok || !f.Exited || f.Pod != "worker-0" {
+		t.Fatalf("facts %+v (reported %v), want the exit on worker-0", f, ok)
+	}
+	select {
+	case ev := <-notify:
+		if got := client.ObjectKeyFromObject(ev.Object); got != key {
+			t.Fatalf("woke %v, want %v", got, key)
+		}
+	default:
+		t.Fatal("the job's pass was not woken")
+	}
+
+	memory.forget(key, queued.UID)
+	s.handle(context.Background(), w, exit(queued.UID))
+	if _, ok := memory.facts(key, queued.UID); ok || len(notify) != 0 {
+		t.Fatalf("the exit of a forgotten job was kept (%d wakes)", len(notify))
 	}
 }
