@@ -188,9 +188,19 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 // followTo streams a follow to w as the request's Data messages, then its
 // End. Only a failed write to w is returned.
 func (c *Client) followTo(ctx context.Context, w *controlWriter, req agentapi.ControlRequest) error {
-	var werr error
+	var (
+		werr     error
+		deflater *agentapi.PieceDeflater
+	)
+	if req.Deflate {
+		deflater = &agentapi.PieceDeflater{}
+	}
 	data := writerFunc(func(p []byte) (int, error) {
-		if werr = w.send(agentapi.ControlMessage{ID: req.ID, Data: p}); werr != nil {
+		m := agentapi.ControlMessage{ID: req.ID, Data: p}
+		if deflater != nil {
+			m.Data, m.Deflated = deflater.Piece(p)
+		}
+		if werr = w.send(m); werr != nil {
 			return 0, werr
 		}
 		return len(p), nil

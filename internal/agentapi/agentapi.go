@@ -468,6 +468,9 @@ type ControlRequest struct {
 	// FlagText; Offset is then 0. An older agent ignores it and sends the
 	// follow stream: ReadText reads either.
 	Text TextMode `json:"text,omitempty"`
+	// Deflate lets a follow's pieces come compressed (Deflated). An older
+	// agent ignores it and sends them as they are.
+	Deflate bool `json:"deflate,omitempty"`
 }
 
 // OpCancel ends the follow of the request's ID.
@@ -501,7 +504,10 @@ type ControlMessage struct {
 	// Data is the next piece of a follow's framed stream, as follow
 	// --framed writes it; End ends the stream, with Error if it broke.
 	Data []byte `json:"data,omitempty"`
-	End  bool   `json:"end,omitempty"`
+	// Deflated says that Data is compressed, as PieceDeflater does, for
+	// a follow that asked with Deflate.
+	Deflated bool `json:"deflated,omitempty"`
+	End      bool `json:"end,omitempty"`
 	// Error is a failed request's error, and Code the exit code the
 	// one-shot subcommand would have given it (ExitUnknownJob…).
 	Error string `json:"error,omitempty"`

@@ -220,6 +220,11 @@ func (ch *channel) answer(m agentapi.ControlMessage) {
 		reply <- m // buffered: a call that gave up does not block the reader
 	case stream != nil && m.End:
 		stream.pw.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
+	case stream != nil && m.Deflated:
+		if err := agentapi.Inflate(stream.w, m.Data); err != nil {
+			// A reader gone closed its end: the write fails at once.
+			stream.pw.CloseWithError(err)
+		}
 	case stream != nil:
 		// A reader gone closed its end: the write fails at once.
 		_, _ = stream.w.Write(m.Data)
@@ -260,7 +265,7 @@ type followStream struct {
 // before any of it came.
 func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Writer) (reached int64, ok bool, err error) {
 	reached = offset
-	ok, err = ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Offset: offset}, func(r io.Reader) (bool, error) {
+	ok, err = ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Offset: offset, Deflate: true}, func(r io.Reader) (bool, error) {
 		var err error
 		reached, err = agentapi.ReadFollow(r, offset, w)
 		return reached > max(offset, 0), err
@@ -271,7 +276,7 @@ func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Wr
 // followText is follow of the job's final text stream in mode.
 func (ch *channel) followText(ctx context.Context, job string, mode agentapi.TextMode, w io.Writer) (ok bool, err error) {
 	cw := &countingWriter{w: w}
-	return ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Text: mode}, func(r io.Reader) (bool, error) {
+	return ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Text: mode, Deflate: true}, func(r io.Reader) (bool, error) {
 		err := agentapi.ReadText(r, mode, cw)
 		return cw.n > 0, err
 	})

@@ -460,3 +460,41 @@ func TestHangup(t *testing.T) {
 		t.Errorf("hangup on an older agent: %v, want ErrUsage", err)
 	}
 }
+
+// TestChannelFollowCompressed: a follow over the channel asks for its
+// pieces compressed, so that output that compresses crosses the exec
+// stream in a fraction of its size; output that does not arrives whole
+// too, and both read back byte for byte as the one-shot follow gives them.
+func TestChannelFollowCompressed(t *testing.T) {
+	w := startWarm(t)
+	f, c, ctx, events := w.f, w.c, w.ctx, w.events
+	commands := map[string]string{
+		"text":   "seq 1 300000", // 2 MB that compresses
+		"random": "head -c 2000000 /dev/urandom | od -An -v -tx1 | head -c 1000000; head -c 1000000 /dev/urandom",
+	}
+	for job, command := range commands {
+		if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: job, Command: command}); err != nil {
+			t.Fatal(err)
+		}
+		events.exited(t, job)
+		before := f.wrote(agentapi.CmdControl)
+		var got strings.Builder
+		n, err := c.Follow(ctx, pod, job, 0, &got)
+		if err != nil || n != int64(got.Len()) {
+			t.Fatalf("%s: follow over the channel: %d bytes of %d, %v", job, n, got.Len(), err)
+		}
+		carried := f.wrote(agentapi.CmdControl) - before
+		old := olderThan(t, w.dir, agentapi.CmdControl)
+		var want strings.Builder
+		if _, err := old.Follow(ctx, pod, job, 0, &want); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Fatalf("%s: the channel's follow gave %d bytes, not the %d of a one-shot follow", job, got.Len(), want.Len())
+		}
+		t.Logf("%s: %d bytes of output, %d on the channel", job, n, carried)
+		if job == "text" && carried > n/2 {
+			t.Errorf("%s: %d bytes of output took %d on the channel, want less than half", job, n, carried)
+		}
+	}
+}

@@ -58,8 +58,33 @@ type fakeExec struct {
 
 	mu      sync.Mutex
 	calls   []string             // the subcommands run, in order
+	stdout  map[string]int64     // the bytes each subcommand wrote
 	running map[*exec.Cmd]string // the running ones
 	held    int                  // the holdEnd execs open after their process ended
+}
+
+// stdoutCounter counts what a subcommand writes to its stdout.
+type stdoutCounter struct {
+	f   *fakeExec
+	sub string
+	w   io.Writer
+}
+
+func (c *stdoutCounter) Write(p []byte) (int, error) {
+	c.f.mu.Lock()
+	if c.f.stdout == nil {
+		c.f.stdout = map[string]int64{}
+	}
+	c.f.stdout[c.sub] += int64(len(p))
+	c.f.mu.Unlock()
+	return c.w.Write(p)
+}
+
+// wrote is how many bytes the execs of a subcommand wrote to stdout.
+func (f *fakeExec) wrote(sub string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stdout[sub]
 }
 
 // ran returns the subcommands run so far.
@@ -150,7 +175,7 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	cmd := agentProcess(dir, args...)
-	cmd.Stdout, cmd.Stderr = streams[1], streams[2]
+	cmd.Stdout, cmd.Stderr = &stdoutCounter{f: f, sub: command[1], w: streams[1]}, streams[2]
 	stdinClosed := make(chan struct{})
 	var outputDone chan struct{}
 	if q.Get("tty") == "true" {
