@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/deflate"
 )
 
 // maxControlLine bounds a control request: a start of a 64 KiB command,
@@ -190,10 +191,10 @@ func (c *Client) answer(ctx context.Context, req agentapi.ControlRequest) agenta
 func (c *Client) followTo(ctx context.Context, w *controlWriter, req agentapi.ControlRequest) error {
 	var (
 		werr     error
-		deflater *agentapi.PieceDeflater
+		deflater *deflate.Pieces
 	)
 	if req.Deflate {
-		deflater = &agentapi.PieceDeflater{}
+		deflater = &deflate.Pieces{}
 	}
 	data := writerFunc(func(p []byte) (int, error) {
 		m := agentapi.ControlMessage{ID: req.ID, Data: p}

@@ -504,8 +504,8 @@ type ControlMessage struct {
 	// Data is the next piece of a follow's framed stream, as follow
 	// --framed writes it; End ends the stream, with Error if it broke.
 	Data []byte `json:"data,omitempty"`
-	// Deflated says that Data is compressed, as PieceDeflater does, for
-	// a follow that asked with Deflate.
+	// Deflated says that Data is raw DEFLATE (deflate.Pieces), for a
+	// follow that asked with Deflate.
 	Deflated bool `json:"deflated,omitempty"`
 	End      bool `json:"end,omitempty"`
 	// Error is a failed request's error, and Code the exit code the

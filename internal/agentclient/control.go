@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/deflate"
 	"shelljob.dev/shelljob/internal/idle"
 )
 
@@ -221,7 +222,7 @@ func (ch *channel) answer(m agentapi.ControlMessage) {
 	case stream != nil && m.End:
 		stream.pw.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
 	case stream != nil && m.Deflated:
-		if err := agentapi.Inflate(stream.w, m.Data); err != nil {
+		if err := deflate.Inflate(stream.w, m.Data); err != nil {
 			// A reader gone closed its end: the write fails at once.
 			stream.pw.CloseWithError(err)
 		}

@@ -66,7 +66,7 @@ func (r *FilesREST) Connect(ctx context.Context, name string, obj runtime.Object
 		ctx, cancel := r.requestContext(req)
 		defer cancel()
 		if req.Method == http.MethodGet {
-			resp := newResponse(w, contentTypeTar)
+			resp := newResponse(w, req, contentTypeTar)
 			resp.finish(r.ended(req, r.get(ctx, key, opts.Offset, resp)), responder)
 			return
 		}

@@ -77,7 +77,7 @@ func (r *LogREST) Connect(ctx context.Context, name string, obj runtime.Object, 
 		if opts.Framed {
 			ctype = contentTypeFramed
 		}
-		resp := newResponse(w, ctype)
+		resp := newResponse(w, req, ctype)
 		out := &logOut{resp: resp}
 		if opts.Framed {
 			out.frames = agentapi.NewFrameWriter(resp)

@@ -3,6 +3,7 @@ package streamapi_test
 import (
 	"bufio"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -307,4 +309,94 @@ func TestLogWorkerGone(t *testing.T) {
 		t.Fatalf("log of a job whose worker was replaced: %v; want 410 Gone that says so", err)
 	}
 	t.Log(err)
+}
+
+// TestLogGzip: a reader that accepts gzip, as Go's HTTP client asks, gets
+// the log gzipped, each piece readable as it comes; one that does not gets
+// it as it is.
+func TestLogGzip(t *testing.T) {
+	f := setup(t)
+	f.job("listing", alice, "seq 1 20000; echo first; sleep 300")
+	f.waitJob("listing", "started", shelljob.IsStarted)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	want.WriteString("first\n")
+	read := func(r io.Reader) string {
+		t.Helper()
+		got := make([]byte, want.Len())
+		if _, err := io.ReadFull(r, got); err != nil {
+			t.Fatalf("read %d bytes: %v", want.Len(), err)
+		}
+		return string(got)
+	}
+
+	zipped := f.rawLog(ctx, alice, "listing", "gzip")
+	defer zipped.Body.Close()
+	if enc := zipped.Header.Get("Content-Encoding"); enc != "gzip" {
+		t.Fatalf("Content-Encoding %q for a reader that accepts gzip", enc)
+	}
+	counted := &countingReader{r: zipped.Body}
+	zr, err := gzip.NewReader(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(zr); got != want.String() {
+		t.Fatal("the gzipped log is not the output")
+	}
+	if counted.n > int64(want.Len())/2 {
+		t.Errorf("%d bytes of output came in %d, want less than half", want.Len(), counted.n)
+	}
+
+	plain := f.rawLog(ctx, alice, "listing", "identity")
+	defer plain.Body.Close()
+	if enc := plain.Header.Get("Content-Encoding"); enc != "" {
+		t.Fatalf("Content-Encoding %q for a reader that does not accept gzip", enc)
+	}
+	if got := read(plain.Body); got != want.String() {
+		t.Fatal("the plain log is not the output")
+	}
+}
+
+// rawLog opens the follow of user's job as a plain HTTP request that asks
+// for encoding, whose body Go's client leaves as it comes.
+func (f *fixture) rawLog(ctx context.Context, user, job, encoding string) *http.Response {
+	f.t.Helper()
+	rc := f.as(own(user))
+	u := f.request(rc, "GET", job, streamv1alpha1.SubresourceLog).
+		VersionedParams(&streamv1alpha1.ShellJobLogOptions{Follow: true}, params).URL()
+	hc, err := rest.HTTPClientFor(f.replica.Config(env.User(f.t, user)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Accept-Encoding", encoding)
+	resp, err := hc.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		f.t.Fatalf("log of %s: %s: %s", job, resp.Status, body)
+	}
+	return resp
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

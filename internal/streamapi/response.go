@@ -3,12 +3,14 @@ package streamapi
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/deflate"
 )
 
 // response is a streamed answer: its header goes out with its first byte,
@@ -19,6 +21,11 @@ type response struct {
 	w           http.ResponseWriter
 	rc          *http.ResponseController
 	contentType string
+	// gzip, for a reader that accepts it, compresses the body, each write
+	// on its own and readable as it comes: the stream goes through the API
+	// server's proxy, decrypted and encrypted again, at a fraction of its
+	// size when it is text.
+	gzip *deflate.Gzip
 
 	mu      sync.Mutex
 	started bool
@@ -26,17 +33,37 @@ type response struct {
 	wrote time.Time
 }
 
-func newResponse(w http.ResponseWriter, contentType string) *response {
-	return &response{w: w, rc: http.NewResponseController(w), contentType: contentType}
+func newResponse(w http.ResponseWriter, req *http.Request, contentType string) *response {
+	r := &response{w: w, rc: http.NewResponseController(w), contentType: contentType}
+	if acceptsGzip(req) {
+		r.gzip = &deflate.Gzip{W: w}
+	}
+	return r
+}
+
+// acceptsGzip tells whether the request's Accept-Encoding takes gzip, as
+// Go's HTTP client, and so client-go, asks unless told not to.
+func acceptsGzip(req *http.Request) bool {
+	for _, v := range req.Header.Values("Accept-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			name, q, _ := strings.Cut(strings.TrimSpace(coding), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(q, " ", "") != "q=0" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Write writes p, the header first if it has not gone out. Callers hold
 // the lock (do), or are the response's only writer.
 func (r *response) Write(p []byte) (int, error) {
 	r.start()
-	n, err := r.w.Write(p)
 	r.wrote = time.Now()
-	return n, err
+	if r.gzip == nil {
+		return r.w.Write(p)
+	}
+	return r.gzip.Write(p)
 }
 
 // start sends the header, once.
@@ -47,6 +74,10 @@ func (r *response) start() {
 	r.started = true
 	r.w.Header().Set("Content-Type", r.contentType)
 	r.w.Header().Set("X-Content-Type-Options", "nosniff")
+	r.w.Header().Set("Vary", "Accept-Encoding")
+	if r.gzip != nil {
+		r.w.Header().Set("Content-Encoding", "gzip")
+	}
 	r.w.WriteHeader(http.StatusOK)
 }
 
@@ -81,6 +112,10 @@ func (r *response) finish(err error, responder rest.Responder) {
 	switch {
 	case err == nil:
 		r.start()
+		if r.gzip != nil {
+			// An error here is the reader's, gone: nothing to tell it.
+			_ = r.gzip.Close()
+		}
 	case !r.started:
 		responder.Error(err)
 	default:
