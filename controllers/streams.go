@@ -202,8 +202,8 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 		return
 	}
 	if shelljob.IsFinished(job) {
-		// A job deleted since, or one whose end is recorded: the agent
-		// replays every job its spool still holds.
+		// Its end is recorded: the agent replays every job its spool
+		// still holds.
 		return
 	}
 	key := client.ObjectKeyFromObject(job)
@@ -221,9 +221,10 @@ func (s *workerStreams) handle(ctx context.Context, w worker, ev agentapi.Event)
 }
 
 // justStarted records the event of a job that the cache does not show on
-// a worker yet, if this process started it: the pass that recorded its
-// placement started it at once, and a quick command's exit can come
-// before the placement's watch event.
+// a worker, if this process started it and remembers it: the pass that
+// recorded its placement started it at once, and a quick command's exit
+// can come before the placement's watch event. Any other is a job
+// deleted since, or one whose end is recorded and forgotten.
 func (s *workerStreams) justStarted(ctx context.Context, w worker, ev agentapi.Event) {
 	key, ok := s.memory.startedJob(types.UID(ev.Job))
 	if !ok || key.Namespace != w.jobs {

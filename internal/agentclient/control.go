@@ -223,7 +223,8 @@ func (ch *channel) answer(m agentapi.ControlMessage) {
 		stream.pw.CloseWithError(answerError(agentapi.CmdFollow, ch.pod, m))
 	case stream != nil && m.Deflated:
 		if err := deflate.Inflate(stream.w, m.Data); err != nil {
-			// A reader gone closed its end: the write fails at once.
+			// A reader gone, or a piece that does not inflate: the
+			// follow breaks, and its reader goes on from its offset.
 			stream.pw.CloseWithError(err)
 		}
 	case stream != nil:
