@@ -2,10 +2,9 @@
 // on its own, so that neither end keeps a compressor across pieces: the
 // pieces of a follow over an agent's control channel
 // (agentapi.ControlRequest's Deflate), and the gzip responses of the
-// stream API. A
-// command's output is mostly text, which DEFLATE's fastest level takes to
-// a third or less; output that does not compress is sent as it is, and
-// not tried again for a while.
+// stream API. A command's output is mostly text, which DEFLATE's fastest
+// level takes to a third or less; output that does not compress is sent
+// as it is, and not tried again for a while.
 package deflate
 
 import (
@@ -77,7 +76,11 @@ func (d *Pieces) deflate(p []byte, whole bool) bool {
 	}
 	start := d.buf.Len()
 	w := deflaters.Get().(*flate.Writer)
-	defer deflaters.Put(w)
+	defer func() {
+		// A pooled writer keeps no stream's buffer alive.
+		w.Reset(io.Discard)
+		deflaters.Put(w)
+	}()
 	w.Reset(&d.buf)
 	_, err := w.Write(p)
 	if whole {
@@ -111,14 +114,20 @@ type Gzip struct {
 // an unknown system.
 var gzipHeader = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 
-// Write writes p into the stream, whole.
-func (g *Gzip) Write(p []byte) (int, error) {
+// next is the buffer of the next write, the stream's header first.
+func (g *Gzip) next() *bytes.Buffer {
 	buf := &g.pieces.buf
 	buf.Reset()
 	if !g.opened {
 		g.opened = true
 		buf.Write(gzipHeader)
 	}
+	return buf
+}
+
+// Write writes p into the stream, whole.
+func (g *Gzip) Write(p []byte) (int, error) {
+	buf := g.next()
 	if len(p) > 0 && !g.pieces.deflate(p, false) {
 		stored(buf, p, false)
 		// An empty block, as a flush ends with: a reader hands on what it
@@ -135,11 +144,7 @@ func (g *Gzip) Write(p []byte) (int, error) {
 
 // Close ends the stream: a final empty block, and the trailer.
 func (g *Gzip) Close() error {
-	if _, err := g.Write(nil); err != nil {
-		return err
-	}
-	buf := &g.pieces.buf
-	buf.Reset()
+	buf := g.next()
 	stored(buf, nil, true)
 	buf.Write(binary.LittleEndian.AppendUint32(nil, g.crc))
 	buf.Write(binary.LittleEndian.AppendUint32(nil, g.size))
