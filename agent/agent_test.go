@@ -316,7 +316,7 @@ func TestFollowKeepalives(t *testing.T) {
 	d := startDaemon(t, "--follow-keepalive", "100ms")
 	var wire utiltesting.SyncBuffer
 	done := make(chan error, 1)
-	go func() { done <- d.c.FollowFrames(ctxFor(t, waitLong), "quiet", agentapi.AwaitStart, &wire) }()
+	go func() { done <- d.c.FollowFrames(ctxFor(t, waitLong), "quiet", agentapi.AwaitStart, false, &wire) }()
 	keepalive := agentapi.FollowMagic + "d 0\nd 0\n"
 	for deadline := time.Now().Add(waitShort); !strings.HasPrefix(wire.String(), keepalive); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -188,11 +188,12 @@ func streamEnd(ctx context.Context, err error, what string) error {
 	return fmt.Errorf("%s stream: %w", what, err)
 }
 
-// FollowFrames copies the framed follow stream to w, as it comes.
-func (c *Client) FollowFrames(ctx context.Context, job string, offset int64, w io.Writer) error {
+// FollowFrames copies the framed follow stream to w, as it comes, with
+// the job's exit frame before its end when exit is set.
+func (c *Client) FollowFrames(ctx context.Context, job string, offset int64, exit bool, w io.Writer) error {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil, watch)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset, Exit: exit}, nil, watch)
 	if err != nil {
 		return err
 	}
@@ -226,10 +227,12 @@ func (c *Client) FollowText(ctx context.Context, job string, mode agentapi.TextM
 }
 
 // Follow copies the job's output from offset to w; see agentapi.Client.
+// A w that is an agentapi.ExitSink gets the job's exit.
 func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
-	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset}, nil, watch)
+	_, exit := w.(agentapi.ExitSink)
+	st, _, err := c.call(ctx, request{Op: agentapi.CmdFollow, Job: job, Offset: offset, Exit: exit}, nil, watch)
 	if err != nil {
 		return offset, err
 	}

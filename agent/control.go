@@ -210,7 +210,7 @@ func (c *Client) followTo(ctx context.Context, w *controlWriter, req agentapi.Co
 	if req.Text != "" {
 		err = c.FollowText(ctx, req.Job, req.Text, data)
 	} else {
-		err = c.FollowFrames(ctx, req.Job, req.Offset, data)
+		err = c.FollowFrames(ctx, req.Job, req.Offset, req.Exit, data)
 	}
 	if werr != nil {
 		return werr

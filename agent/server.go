@@ -172,6 +172,14 @@ func (d *Daemon) handle(r io.Reader, bw *bufio.Writer, req request) error {
 			return ctx.Err()
 		}
 		stop()
+		if req.Exit {
+			d.mu.Lock()
+			e := j.exitedEvent()
+			d.mu.Unlock()
+			if err := fw.exit(e); err != nil {
+				return err
+			}
+		}
 		return fw.end(pos)
 
 	case agentapi.CmdPutFiles:
@@ -218,6 +226,10 @@ func (f *liveFrames) Gap(n int64) error { return f.send(func() error { return f.
 
 func (f *liveFrames) AfterStop(n int64) error {
 	return f.send(func() error { return f.fw.AfterStop(n) })
+}
+
+func (f *liveFrames) exit(e agentapi.Event) error {
+	return f.send(func() error { return f.fw.Exit(e) })
 }
 
 func (f *liveFrames) end(offset int64) error {

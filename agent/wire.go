@@ -43,6 +43,8 @@ type request struct {
 	Offset int64                  `json:"offset,omitempty"`
 	// Session names an attach, and the attach a hangup ends.
 	Session string `json:"session,omitempty"`
+	// Exit asks a follow for the job's exit frame (agentapi.ControlRequest.Exit).
+	Exit bool `json:"exit,omitempty"`
 }
 
 type reply struct {

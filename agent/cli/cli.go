@@ -393,7 +393,7 @@ func follow(e *env, args []string) error {
 		return c.FollowText(ctx, e.job, mode, e.stdout)
 	}
 	if *framed {
-		return c.FollowFrames(ctx, e.job, *offset, e.stdout)
+		return c.FollowFrames(ctx, e.job, *offset, false, e.stdout)
 	}
 	_, err = c.Follow(ctx, e.job, *offset, e.stdout)
 	return err

@@ -410,7 +410,9 @@ type Client interface {
 	// one that falls behind by more than the tail cap gets the gap line.
 	// Following an ended job from 0 gives exactly what the spool kept. A w
 	// that is a FollowSink gets the output and what stands for the bytes
-	// not kept through its methods instead (SinkOf).
+	// not kept through its methods instead (SinkOf); one that is an
+	// ExitSink also gets the job's exit just before the output's end, when
+	// the agent tells it (over a control channel).
 	//
 	// With offset AwaitStart, Follow first waits for the job to start on
 	// the pod, for as long as ctx lasts, then follows it from 0.
@@ -471,6 +473,9 @@ type ControlRequest struct {
 	// Deflate lets a follow's pieces come compressed (Deflated). An older
 	// agent ignores it and sends them as they are.
 	Deflate bool `json:"deflate,omitempty"`
+	// Exit asks a follow for the x frame, the job's exit, before its e
+	// frame (FollowMagic). An older agent ignores it and sends none.
+	Exit bool `json:"exit,omitempty"`
 }
 
 // OpCancel ends the follow of the request's ID.

@@ -2,6 +2,7 @@ package agentapi
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,10 +17,18 @@ import (
 //	d N\n  then N bytes of output
 //	g N\n  N bytes of the middle of the output were not kept
 //	s N\n  N bytes written after the stop were not kept
+//	x N\n  then N bytes: the job's exit, its EventExited as JSON
 //	e O\n  the output is closed at offset O: the job ended
 //
-// Every frame but e moves the offset by N. A stream that breaks before e is
-// cut short, and the reader follows again from the offset it reached.
+// Every frame but x and e moves the offset by N. A stream that breaks
+// before e is cut short, and the reader follows again from the offset it
+// reached.
+//
+// The x frame comes just before e, and only to a reader that asked for it
+// (ControlRequest.Exit): a reader of version 1 that did not ask never
+// sees it, so it needs no new version. A reader that asked learns how the
+// command ended with its output's end, before any status says so; an
+// older agent sends no x frame, and the reader asks the status then.
 //
 // An empty data frame, "d 0", is a keepalive: the agent sends one every
 // FollowKeepalive while the follow lasts, the magic first if it is the
@@ -61,6 +70,15 @@ type FollowSink interface {
 	// AfterStop stands for n bytes written after the stop that were not kept.
 	AfterStop(n int64) error
 }
+
+// ExitSink hears the x frame: the job's exit, just before the output's
+// end. A follow's writer or FollowSink that is one gets it.
+type ExitSink interface {
+	Exit(e Event) error
+}
+
+// maxExitFrame bounds an x frame: an exit event is a few hundred bytes.
+const maxExitFrame = 64 << 10
 
 // FrameWriter writes a framed follow stream.
 type FrameWriter struct {
@@ -105,6 +123,19 @@ func (f *FrameWriter) AfterStop(n int64) error { return f.header('s', n) }
 // stream's life.
 func (f *FrameWriter) Keepalive() error { return f.header('d', 0) }
 
+// Exit writes the x frame of the job's exit e (EventExited).
+func (f *FrameWriter) Exit(e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := f.header('x', int64(len(b))); err != nil {
+		return err
+	}
+	_, err = f.w.Write(b)
+	return err
+}
+
 // End writes the last frame: the output is closed at offset.
 func (f *FrameWriter) End(offset int64) error { return f.header('e', offset) }
 
@@ -122,6 +153,17 @@ func (t TextSink) Gap(n int64) error { _, err := io.WriteString(t.W, GapLine(n))
 func (t TextSink) AfterStop(n int64) error {
 	_, err := io.WriteString(t.W, AfterStopLine(n))
 	return err
+}
+
+// Exit implements ExitSink: W hears the exit if it is an ExitSink.
+func (t TextSink) Exit(e Event) error { return exitTo(t.W, e) }
+
+// exitTo hands e to w if w is an ExitSink, and drops it otherwise.
+func exitTo(w any, e Event) error {
+	if x, ok := w.(ExitSink); ok {
+		return x.Exit(e)
+	}
+	return nil
 }
 
 // NearSink is sink under a stream's idle watch: the time its calls take,
@@ -143,6 +185,10 @@ func (s nearSink) Gap(n int64) error {
 
 func (s nearSink) AfterStop(n int64) error {
 	return s.watch.Near(func() error { return s.sink.AfterStop(n) })
+}
+
+func (s nearSink) Exit(e Event) error {
+	return s.watch.Near(func() error { return exitTo(s.sink, e) })
 }
 
 // ReadFollow reads a framed follow stream that starts at offset, writes it
@@ -222,6 +268,21 @@ func decodeFrames(r io.Reader, magic string, offset int64, sink FollowSink, keep
 				return offset, err
 			}
 			offset += n
+		case 'x':
+			if n > maxExitFrame {
+				return offset, fmt.Errorf("exit frame of %d bytes: %w", n, ErrProtocol)
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(br, b); err != nil {
+				return offset, unexpected(err)
+			}
+			var e Event
+			if err := json.Unmarshal(b, &e); err != nil || e.Type != EventExited {
+				return offset, fmt.Errorf("bad exit frame %q: %w", b, ErrProtocol)
+			}
+			if err := exitTo(sink, e); err != nil {
+				return offset, err
+			}
 		case 'e':
 			if n != offset {
 				return offset, fmt.Errorf("follow ended at %d, reader at %d: %w", n, offset, ErrProtocol)

@@ -66,7 +66,11 @@ func TestReadFollowErrors(t *testing.T) {
 		"no end":        {FollowMagic + "d 2\nab", 2, io.ErrUnexpectedEOF},
 		"cut in data":   {FollowMagic + "d 5\nab", 2, io.ErrUnexpectedEOF},
 		"other stream":  {"HTTP/1.1 500 Internal Server Error\n", 0, ErrProtocol},
-		"bad kind":      {FollowMagic + "x 1\n", 0, ErrProtocol},
+		"bad kind":      {FollowMagic + "z 1\n", 0, ErrProtocol},
+		"exit too big":  {FollowMagic + "x 70000\n", 0, ErrProtocol},
+		"exit not JSON": {FollowMagic + "x 2\nab" + "e 0\n", 0, ErrProtocol},
+		"exit no exit":  {FollowMagic + `x 18` + "\n" + `{"type":"started"}` + "e 0\n", 0, ErrProtocol},
+		"cut in exit":   {FollowMagic + "x 30\n{", 0, io.ErrUnexpectedEOF},
 		"bad number":    {FollowMagic + "d -1\n", 0, ErrProtocol},
 		"short header":  {FollowMagic + "d\n", 0, ErrProtocol},
 		"wrong end":     {FollowMagic + "d 1\na" + "e 5\n", 1, ErrProtocol},
@@ -80,6 +84,43 @@ func TestReadFollowErrors(t *testing.T) {
 		if n != tc.offset {
 			t.Errorf("%s: offset %d, want %d", name, n, tc.offset)
 		}
+	}
+}
+
+// exitCatcher is a writer that keeps the exit of its follow.
+type exitCatcher struct {
+	bytes.Buffer
+	exit *Event
+}
+
+func (c *exitCatcher) Exit(e Event) error {
+	c.exit = &e
+	return nil
+}
+
+// The x frame moves no offset, reaches a writer that is an ExitSink
+// through the text sink, and is dropped by one that is not.
+func TestFollowExit(t *testing.T) {
+	code := 3
+	var wire bytes.Buffer
+	fw := NewFrameWriter(&wire)
+	_ = fw.Data([]byte("out"))
+	_ = fw.Exit(Event{Type: EventExited, Job: "j", ExitCode: &code, Files: &Files{Count: 1, Bytes: 2}})
+	_ = fw.End(3)
+	if !strings.HasPrefix(wire.String(), FollowMagic+"d 3\nout"+"x ") || !strings.HasSuffix(wire.String(), "}e 3\n") {
+		t.Fatalf("wire %q", wire.String())
+	}
+	var got exitCatcher
+	n, err := ReadFollow(bytes.NewReader(wire.Bytes()), 0, &got)
+	if err != nil || n != 3 || got.String() != "out" {
+		t.Fatalf("read: %d, %q, %v", n, got.String(), err)
+	}
+	if got.exit == nil || got.exit.ExitCode == nil || *got.exit.ExitCode != 3 || got.exit.Files.Count != 1 {
+		t.Errorf("exit %+v", got.exit)
+	}
+	var text bytes.Buffer
+	if n, err := ReadFollow(bytes.NewReader(wire.Bytes()), 0, &text); err != nil || n != 3 || text.String() != "out" {
+		t.Errorf("a reader that is no ExitSink: %d, %q, %v", n, text.String(), err)
 	}
 }
 

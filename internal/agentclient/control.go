@@ -267,7 +267,7 @@ type followStream struct {
 // before any of it came.
 func (ch *channel) follow(ctx context.Context, job string, offset int64, w io.Writer) (reached int64, ok bool, err error) {
 	reached = offset
-	ok, err = ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Offset: offset, Deflate: true}, func(r io.Reader) (bool, error) {
+	ok, err = ch.stream(ctx, agentapi.ControlRequest{Op: agentapi.CmdFollow, Job: job, Offset: offset, Deflate: true, Exit: true}, func(r io.Reader) (bool, error) {
 		var err error
 		reached, err = agentapi.ReadFollow(r, offset, w)
 		return reached > max(offset, 0), err

@@ -498,3 +498,59 @@ func TestChannelFollowCompressed(t *testing.T) {
 		}
 	}
 }
+
+// exitCatcher is a follow's writer that keeps the job's exit.
+type exitCatcher struct {
+	strings.Builder
+	exit *agentapi.Event
+}
+
+func (c *exitCatcher) Exit(e agentapi.Event) error {
+	c.exit = &e
+	return nil
+}
+
+// TestChannelFollowExit: a follow over the channel into an ExitSink gets
+// the job's exit with the output's end, from a follow opened before the
+// start too; a one-shot exec's follow gets none, and its reader asks the
+// status.
+func TestChannelFollowExit(t *testing.T) {
+	w := startWarm(t)
+	c, ctx, events := w.c, w.ctx, w.events
+	waiting := make(chan *exitCatcher)
+	go func() {
+		var got exitCatcher
+		if _, err := c.Follow(ctx, pod, "files", agentapi.AwaitStart, &got); err != nil {
+			t.Error(err)
+		}
+		waiting <- &got
+	}()
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "files", Command: `echo out; echo x > "$SHELLJOB_OUT/f"; exit 3`}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-waiting
+	if e := got.exit; got.String() != "out\n" || e == nil || e.ExitCode == nil || *e.ExitCode != 3 || e.Files == nil || e.Files.Count != 1 || len(e.Signals) != 0 {
+		t.Fatalf("follow opened before the start: %q, exit %+v", got.String(), got.exit)
+	}
+
+	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "stopped", Command: "sleep 100"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Signal(ctx, pod, "stopped", agentapi.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	events.exited(t, "stopped")
+	var stopped exitCatcher
+	if _, err := c.Follow(ctx, pod, "stopped", 0, &stopped); err != nil {
+		t.Fatal(err)
+	}
+	if e := stopped.exit; e == nil || len(e.Signals) != 1 || e.Signals[0].Signal != agentapi.SIGTERM {
+		t.Fatalf("a stopped job's exit: %+v", stopped.exit)
+	}
+
+	old := olderThan(t, w.dir, agentapi.CmdControl)
+	var oneShot exitCatcher
+	if _, err := old.Follow(ctx, pod, "files", 0, &oneShot); err != nil || oneShot.String() != "out\n" || oneShot.exit != nil {
+		t.Fatalf("a one-shot follow: %q, exit %+v, %v", oneShot.String(), oneShot.exit, err)
+	}
+}
