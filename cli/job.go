@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -142,10 +141,7 @@ func (p jobPatcher) MergePatch(ctx context.Context, name string, patch []byte) (
 // annotation alone: the operator then lets a retired worker go at once
 // and counts the job's TTL from the mark.
 func (c *Cluster) markDelivered(ctx context.Context, name string, now time.Time) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		shellv1alpha1.AnnotationDelivered: now.UTC().Format(time.RFC3339),
-	}}})
-	if _, err := (jobPatcher{c.Jobs}).MergePatch(ctx, name, patch); err != nil {
+	if _, err := (jobPatcher{c.Jobs}).MergePatch(ctx, name, shelljob.DeliveredPatch("", now)); err != nil {
 		return fmt.Errorf("mark shelljob %s delivered: %w", name, err)
 	}
 	return nil

@@ -219,6 +219,7 @@ func run() int {
 			WorkerNamespace: workerNS,
 			Cache:           mgr.GetCache(),
 			APIReader:       mgr.GetAPIReader(),
+			Writer:          mgr.GetClient(),
 			Agent:           agent,
 			Config:          cfg,
 		})

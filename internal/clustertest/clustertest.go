@@ -195,6 +195,7 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		WorkerNamespace: opts.WorkerNamespace,
 		Cache:           mgr.GetCache(),
 		APIReader:       mgr.GetAPIReader(),
+		Writer:          mgr.GetClient(),
 		Agent:           streamAgent,
 		Config:          env.Config,
 		ShutdownDelay:   -1,

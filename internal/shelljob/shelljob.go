@@ -1,6 +1,7 @@
 package shelljob
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 )
@@ -130,6 +132,18 @@ func Delivered(j *shellv1alpha1.ShellJob) (time.Time, bool) {
 		return time.Time{}, true
 	}
 	return at, true
+}
+
+// DeliveredPatch is the merge patch that marks a job delivered
+// (AnnotationDelivered) at at; with a uid, only the job of that UID, not
+// one made since under its name.
+func DeliveredPatch(uid types.UID, at time.Time) []byte {
+	meta := map[string]any{"annotations": map[string]string{shellv1alpha1.AnnotationDelivered: at.UTC().Format(time.RFC3339)}}
+	if uid != "" {
+		meta["uid"] = uid
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	return patch
 }
 
 // AwaitsDelivery tells whether a reader still has to deliver the job's

@@ -11,10 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/kubeutil"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // jobs finds the ShellJobs of the operator's namespace and their workers:
@@ -28,6 +30,28 @@ type jobs struct {
 	cache                      client.Reader
 	live                       client.Reader
 	feed                       *kubeutil.Feed
+	// writer marks jobs delivered.
+	writer client.Writer
+}
+
+// deliveryTimeout bounds the write of a delivered mark.
+const deliveryTimeout = 10 * time.Second
+
+// markDelivered marks the job key of uid delivered, in the background:
+// its reader, gone with the output's end, hears nothing of it. A mark
+// that fails leaves the job to its delivery grace, as a reader that
+// died before its own mark does.
+func (j *jobs) markDelivered(ctx context.Context, key types.NamespacedName, uid types.UID) {
+	log := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+	go func() {
+		defer cancel()
+		sj := &shellv1alpha1.ShellJob{}
+		sj.Namespace, sj.Name = key.Namespace, key.Name
+		if err := j.writer.Patch(ctx, sj, client.RawPatch(types.MergePatchType, shelljob.DeliveredPatch(uid, time.Now()))); err != nil {
+			log.Error(err, "Could not mark a job delivered after its reader read it all", "job", key)
+		}
+	}()
 }
 
 // get returns job key, with a NotFound status when there is none.

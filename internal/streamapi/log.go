@@ -66,6 +66,9 @@ func (r *LogREST) Connect(ctx context.Context, name string, obj runtime.Object, 
 	if err := validateLog(opts); err != nil {
 		return nil, err
 	}
+	if info, ok := request.RequestInfoFrom(ctx); opts.Deliver && (!ok || info.Resource != streamv1alpha1.OwnResource) {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("deliver marks the caller's own job: ask it through %s", streamv1alpha1.OwnResource))
+	}
 	key, err := r.key(ctx, name)
 	if err != nil {
 		return nil, err
@@ -78,7 +81,7 @@ func (r *LogREST) Connect(ctx context.Context, name string, obj runtime.Object, 
 			ctype = contentTypeFramed
 		}
 		resp := newResponse(w, req, ctype)
-		out := &logOut{resp: resp}
+		out := &logOut{resp: resp, exit: opts.Exit}
 		if opts.Framed {
 			out.frames = agentapi.NewFrameWriter(resp)
 			if opts.Text != "" {
@@ -102,6 +105,10 @@ func validateLog(o *streamv1alpha1.ShellJobLogOptions) error {
 		return apierrors.NewBadRequest(fmt.Sprintf("text %q: it is %q or %q", o.Text, streamv1alpha1.TextEscaped, streamv1alpha1.TextRendered))
 	case o.Text != "" && o.Offset != 0:
 		return apierrors.NewBadRequest("text gives the output from its start: offset must be 0")
+	case o.Exit && (!o.Framed || o.Text != ""):
+		return apierrors.NewBadRequest("exit comes in a frame of the framed output: it needs framed, and no text")
+	case o.Deliver && !o.Exit:
+		return apierrors.NewBadRequest("deliver marks a job whose exit frame counts no files: it needs exit")
 	}
 	return nil
 }
@@ -226,7 +233,13 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 		case err == nil && opts.Text != "":
 			return out.endText()
 		case err == nil:
-			return out.end(reached)
+			if err := out.end(reached); err != nil {
+				return err
+			}
+			if opts.Deliver && out.exited != nil && out.exited.Files != nil && out.exited.Files.Count == 0 {
+				r.jobs.markDelivered(ctx, key, sj.UID)
+			}
+			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case replaced:
@@ -266,9 +279,13 @@ type logOut struct {
 	offset int64
 	// text counts the bytes of a final text.
 	text int64
+	// exit: the reader asked for the job's exit frame; exited is the
+	// exit that went out in it.
+	exit   bool
+	exited *agentapi.Event
 }
 
-var _ agentapi.FollowSink = (*logOut)(nil)
+var _ agentapi.ExitSink = (*logOut)(nil)
 
 // Write implements io.Writer: output kept.
 func (o *logOut) Write(p []byte) (int, error) {
@@ -316,6 +333,19 @@ func (o *logOut) skipped(n int64, frame func(int64) error, line func(int64) stri
 		return err
 	}
 	o.offset += n
+	return nil
+}
+
+// Exit implements agentapi.ExitSink: the x frame, for a reader that
+// asked.
+func (o *logOut) Exit(e agentapi.Event) error {
+	if !o.exit {
+		return nil
+	}
+	if err := o.resp.do(func() error { return o.frames.Exit(e) }); err != nil {
+		return err
+	}
+	o.exited = &e
 	return nil
 }
 

@@ -148,6 +148,24 @@ func TestLogOptions(t *testing.T) {
 			t.Errorf("framed stream = %q to %d, want %q to %d", text.String(), reached, whole[6:], len(whole))
 		}
 	})
+	t.Run("framed with the exit", func(t *testing.T) {
+		for _, exit := range []bool{true, false} {
+			got, err := f.log(rc, "words", streamv1alpha1.ShellJobLogOptions{Framed: true, Follow: true, Exit: exit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out exitCatcher
+			if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &out); err != nil || out.String() != whole {
+				t.Fatalf("framed stream %q: %v", got, err)
+			}
+			switch e := out.exit; {
+			case !exit && e != nil:
+				t.Errorf("an exit frame that was not asked for: %+v", e)
+			case exit && (e == nil || e.ExitCode == nil || *e.ExitCode != 0 || e.Files == nil || e.Files.Count != 0):
+				t.Errorf("exit %+v, want exit code 0 and no files", e)
+			}
+		}
+	})
 	t.Run("framed text", func(t *testing.T) {
 		got, err := f.log(rc, "words", streamv1alpha1.ShellJobLogOptions{Framed: true, Text: streamv1alpha1.TextRendered})
 		if err != nil {
@@ -167,6 +185,8 @@ func TestLogOptions(t *testing.T) {
 		"an unknown text":         {Text: "html"},
 		"an offset into the text": {Text: streamv1alpha1.TextEscaped, Offset: 3},
 		"an offset past the end":  {Offset: 1000},
+		"the exit, not framed":    {Exit: true},
+		"the exit of a text":      {Framed: true, Exit: true, Text: streamv1alpha1.TextEscaped},
 	}
 	for name, opts := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -388,4 +408,64 @@ func (f *fixture) rawLog(ctx context.Context, user, job, encoding string) *http.
 		f.t.Fatalf("log of %s: %s: %s", job, resp.Status, body)
 	}
 	return resp
+}
+
+// exitCatcher is a follow's writer that keeps the job's exit.
+type exitCatcher struct {
+	strings.Builder
+	exit *agentapi.Event
+}
+
+func (c *exitCatcher) Exit(e agentapi.Event) error {
+	c.exit = &e
+	return nil
+}
+
+// TestLogDeliver: a follow of the caller's own job that asks deliver
+// marks the job delivered once it sent the output's end, when the exit
+// counts no files; one that left files stays for its reader to mark, and
+// nobody marks another's job through shelljobs.
+func TestLogDeliver(t *testing.T) {
+	f := setup(t)
+	f.job("plain", alice, "echo plain")
+	f.job("files", alice, `echo x > "$SHELLJOB_OUT/a.txt"; echo files`)
+	f.finished("plain")
+	f.finished("files")
+	rc := f.as(own(alice))
+	deliver := streamv1alpha1.ShellJobLogOptions{Framed: true, Follow: true, Exit: true, Deliver: true}
+	for _, job := range []string{"plain", "files"} {
+		got, err := f.log(rc, job, deliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out exitCatcher
+		if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &out); err != nil || out.exit == nil || out.String() != job+"\n" {
+			t.Fatalf("%s: %q, exit %+v, %v", job, out.String(), out.exit, err)
+		}
+	}
+	f.waitJob("plain", "delivered", func(sj *shellv1alpha1.ShellJob) bool {
+		at, ok := shelljob.Delivered(sj)
+		return ok && !at.Before(sj.Status.CompletionTime.Add(-time.Second))
+	})
+	if sj := f.finished("files"); sj.Annotations[shellv1alpha1.AnnotationDelivered] != "" {
+		t.Errorf("a job that left files was marked delivered: %v", sj.Annotations)
+	}
+
+	bad := map[string]struct {
+		rc   streamClient
+		opts streamv1alpha1.ShellJobLogOptions
+	}{
+		"through shelljobs": {rc: f.as(anyJob(reader)), opts: deliver},
+		"without exit":      {rc: rc, opts: streamv1alpha1.ShellJobLogOptions{Framed: true, Follow: true, Deliver: true}},
+	}
+	for name, tc := range bad {
+		if got, err := f.log(tc.rc, "files", tc.opts); !apierrors.IsBadRequest(err) {
+			t.Errorf("deliver %s: %q, %v; want BadRequest", name, got, err)
+		} else {
+			t.Log(err)
+		}
+	}
+	if sj := f.finished("files"); sj.Annotations[shellv1alpha1.AnnotationDelivered] != "" {
+		t.Errorf("a refused deliver marked the job: %v", sj.Annotations)
+	}
 }

@@ -71,6 +71,9 @@ type Options struct {
 	Cache cache.Cache
 	// APIReader reads what the cache has not seen yet. Required.
 	APIReader client.Reader
+	// Writer marks the jobs delivered whose readers ask it
+	// (ShellJobLogOptions.Deliver). Required.
+	Writer client.Writer
 	// Agent reaches the workers' agents. Required.
 	Agent agentapi.Client
 	// Config is the operator's own: its exec of an attach. Required.
@@ -104,8 +107,8 @@ func New(opts Options) (*Server, error) {
 	switch {
 	case opts.Namespace == "":
 		return nil, errors.New("stream API: Options.Namespace is required")
-	case opts.Cache == nil || opts.APIReader == nil || opts.Agent == nil || opts.Config == nil:
-		return nil, errors.New("stream API: Options.Cache, APIReader, Agent and Config are required")
+	case opts.Cache == nil || opts.APIReader == nil || opts.Writer == nil || opts.Agent == nil || opts.Config == nil:
+		return nil, errors.New("stream API: Options.Cache, APIReader, Writer, Agent and Config are required")
 	}
 	if opts.BindAddress == "" {
 		opts.BindAddress = DefaultBindAddress
@@ -170,7 +173,7 @@ func (s *Server) jobs(ctx context.Context) (*jobs, error) {
 		return nil, fmt.Errorf("stream API: %w", err)
 	}
 	return &jobs{namespace: s.opts.Namespace, workerNamespace: s.opts.WorkerNamespace,
-		cache: s.opts.Cache, live: s.opts.APIReader, feed: feed}, nil
+		cache: s.opts.Cache, live: s.opts.APIReader, writer: s.opts.Writer, feed: feed}, nil
 }
 
 // server is the generic API server of the group.

@@ -51,6 +51,11 @@ type Options struct {
 	// Retry is the first wait before a follow is resumed, RetryMax the
 	// longest. Default to DefaultRetry and DefaultRetryMax.
 	Retry, RetryMax time.Duration
+	// Deliver, with Own, asks the server to mark each job delivered whose
+	// output a follow reads to its end into an agentapi.ExitSink, when the
+	// job's exit counts no files (ShellJobLogOptions.Deliver): the
+	// caller then writes no mark of its own.
+	Deliver bool
 	// OnResume, when set, hears why each follow is resumed, from where.
 	OnResume func(job string, offset int64, err error)
 	// Clock times the waits before a resume. Defaults to the real clock.
@@ -103,6 +108,10 @@ func New(config *rest.Config, opts Options) (*Client, error) {
 	return &Client{config: cfg, rest: rc, opts: opts}, nil
 }
 
+// Delivers tells whether the server marks the jobs delivered that a
+// follow reads to their end, as Options.Deliver asks.
+func (c *Client) Delivers() bool { return c.opts.Own && c.opts.Deliver }
+
 // As is a Client of the same API and options acting as imp, through
 // myshelljobs: the client of a program that reads each job as the person
 // it runs the job for, whom its own credentials may impersonate.
@@ -135,7 +144,8 @@ func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
 // Follow copies the output of job from byte offset to w until the output
 // is closed (the job ended), and returns the offset reached, as
 // agentapi.Client.Follow does: a w that is an agentapi.FollowSink gets
-// the frames. With offset agentapi.AwaitStart, it waits for the job's
+// the frames, and one that is an agentapi.ExitSink the job's exit, when
+// the server and the worker's agent tell it. With offset agentapi.AwaitStart, it waits for the job's
 // start and follows it from 0, so that it may be called right after the
 // job's create; a job not started yet is waited for anyway. A stream cut
 // is resumed from the offset it reached, after a wait, until ctx ends: it
@@ -176,7 +186,9 @@ func (c *Client) again(ctx context.Context, job string, offset int64, err error,
 
 // followOnce is one stream of a follow.
 func (c *Client) followOnce(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
-	opts := &streamv1alpha1.ShellJobLogOptions{Follow: true, Framed: true, Offset: max(offset, 0), AwaitStart: offset == agentapi.AwaitStart}
+	_, exit := w.(agentapi.ExitSink)
+	opts := &streamv1alpha1.ShellJobLogOptions{Follow: true, Framed: true, Offset: max(offset, 0), AwaitStart: offset == agentapi.AwaitStart, Exit: exit,
+		Deliver: exit && c.Delivers()}
 	ctx, watch := c.watch(ctx)
 	defer watch.Stop()
 	body, err := c.request(http.MethodGet, job, streamv1alpha1.SubresourceLog).VersionedParams(opts, params).Stream(ctx)

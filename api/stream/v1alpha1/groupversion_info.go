@@ -83,7 +83,7 @@ func convertQueryToLogOptions(in *url.Values, out *ShellJobLogOptions, s convers
 			return err
 		}
 	}
-	if err := flags(in, s, map[string]*bool{"follow": &out.Follow, "framed": &out.Framed, "awaitStart": &out.AwaitStart}); err != nil {
+	if err := flags(in, s, map[string]*bool{"follow": &out.Follow, "framed": &out.Framed, "awaitStart": &out.AwaitStart, "exit": &out.Exit, "deliver": &out.Deliver}); err != nil {
 		return err
 	}
 	if v, ok := (*in)["text"]; ok && len(v) > 0 {

@@ -27,7 +27,7 @@ func TestQuery(t *testing.T) {
 		wantErr bool
 	}{
 		"none":              {query: ""},
-		"all":               {query: "offset=42&follow=true&framed=1&awaitStart=false&text=rendered", want: streamv1alpha1.ShellJobLogOptions{Offset: 42, Follow: true, Framed: true, Text: streamv1alpha1.TextRendered}},
+		"all":               {query: "offset=42&follow=true&framed=1&awaitStart=false&exit=true&deliver=1&text=rendered", want: streamv1alpha1.ShellJobLogOptions{Offset: 42, Follow: true, Framed: true, Exit: true, Deliver: true, Text: streamv1alpha1.TextRendered}},
 		"a bare flag":       {query: "follow", want: streamv1alpha1.ShellJobLogOptions{Follow: true}},
 		"false spelled 0":   {query: "follow=0&framed=false", want: streamv1alpha1.ShellJobLogOptions{}},
 		"a bad offset":      {query: "offset=ten", wantErr: true},

@@ -103,6 +103,24 @@ type ShellJobLogOptions struct {
 	// +optional
 	AwaitStart bool `json:"awaitStart,omitempty"`
 
+	// Exit, with Framed, puts the job's exit in an "x N" frame just
+	// before "e": N bytes of JSON, the worker's agent's record of how the
+	// command ended (its exitCode, the signals sent to it, the files it
+	// left, ...), so that a reader learns it with the output's end, before
+	// the job's status says it. The frame comes when the worker's agent
+	// tells it: a reader whose stream has none reads the job's status.
+	// +optional
+	Exit bool `json:"exit,omitempty"`
+
+	// Deliver, with Exit, through myshelljobs (the caller's own job),
+	// marks the job delivered (the shell.shelljob.dev/delivered
+	// annotation) once its output went out to its "e" frame, when the "x"
+	// frame before it counts no files in $SHELLJOB_OUT: a reader that
+	// asked need not write the mark after what it read. A job that left
+	// files is not marked: its reader fetches them, then marks it.
+	// +optional
+	Deliver bool `json:"deliver,omitempty"`
+
 	// Text returns the job's output from its start as its final shows
 	// it, once the output is closed, made on the worker: "escaped" or
 	// "rendered". With Framed, it comes in frames under the header line

@@ -94,6 +94,7 @@ func (r *Replica) start() {
 		Namespace:      r.cluster.Namespace,
 		Cache:          mgr.GetCache(),
 		APIReader:      mgr.GetAPIReader(),
+		Writer:         mgr.GetClient(),
 		Agent:          agent,
 		Config:         r.env.Config,
 		ShutdownDelay:  -1,
