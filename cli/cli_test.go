@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // openPTY opens a pseudo-terminal and returns its terminal side.
@@ -206,6 +208,47 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 			for name := range tc.agent.Files {
 				if !strings.Contains(errOut, "saved "+dir+"/"+name) {
 					t.Errorf("stderr %q does not say %s was saved", errOut, name)
+				}
+			}
+		})
+	}
+}
+
+// TestExitWithTheOutput: an exit that comes with the output's end ends
+// exec when the command ended by itself, with its code, its files and
+// the delivered mark, whether or not the status says it yet; an exit
+// after a stop, or none, leaves it to the status.
+func TestExitWithTheOutput(t *testing.T) {
+	exit := func(code int, files int64, signals ...agentapi.SentSignal) *agentapi.Event {
+		return &agentapi.Event{Type: agentapi.EventExited, ExitCode: &code, Files: &agentapi.Files{Count: files}, Signals: signals}
+	}
+	for name, tc := range map[string]struct {
+		stream   *fakeStream
+		code     int32
+		getFiles int32
+		// unmarked: exec leaves the mark to the stream API.
+		unmarked bool
+	}{
+		"no status yet":         {stream: &fakeStream{Output: "hi\n", Exit: exit(7, 0), Unended: true}, code: 7},
+		"files, no status yet":  {stream: &fakeStream{Output: "hi\n", Exit: exit(7, 1), Files: map[string][]byte{"a.txt": []byte("a")}, Unended: true}, code: 7, getFiles: 1},
+		"the stream API marks":  {stream: &fakeStream{Output: "hi\n", Exit: exit(7, 0), Unended: true, Marks: true}, code: 7, unmarked: true},
+		"files: exec marks":     {stream: &fakeStream{Output: "hi\n", Exit: exit(7, 1), Files: map[string][]byte{"a.txt": []byte("a")}, Unended: true, Marks: true}, code: 7, getFiles: 1},
+		"signalled: the status": {stream: &fakeStream{Output: "hi\n", Exit: exit(7, 0, agentapi.SentSignal{Signal: agentapi.SIGINT}), Marks: true}, code: 0},
+		"no exit: the status":   {stream: &fakeStream{Output: "hi\n", Marks: true}, code: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cluster := fakeCluster(t, tc.stream)
+			out, errOut, code := testCmd(t, cluster, strings.NewReader(""), "exec", "--output-dir", dir, "--", "echo", "hi")
+			if code != int(tc.code) || out != "hi\n" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d", code, out, errOut, tc.code)
+			}
+			if n := tc.stream.getFiles.Load(); n != tc.getFiles {
+				t.Errorf("%d GetFiles calls, want %d", n, tc.getFiles)
+			}
+			for _, j := range jobs(t, cluster) {
+				if _, ok := shelljob.Delivered(&j); ok == tc.unmarked {
+					t.Errorf("job %s marked delivered by exec: %v, want %v", j.Name, ok, !tc.unmarked)
 				}
 			}
 		})

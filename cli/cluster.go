@@ -45,6 +45,9 @@ type Stream interface {
 	Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error)
 	// GetFiles writes the job's $SHELLJOB_OUT to w as a tar stream.
 	GetFiles(ctx context.Context, job string, w io.Writer) error
+	// Delivers tells whether Follow has the stream API mark a job it read
+	// to its end delivered, when the exit it told counts no files.
+	Delivers() bool
 	// Attach relays streams to the console of a Console job until the
 	// console ends or ctx does; a non-zero exit status of its shell comes
 	// back as a utilexec.ExitError.
@@ -97,7 +100,7 @@ func NewClusterGetter(flags *genericclioptions.ConfigFlags) ClusterGetter {
 		if err != nil {
 			return nil, err
 		}
-		own, err := streamclient.New(config, streamclient.Options{Namespace: ns, Own: true})
+		own, err := streamclient.New(config, streamclient.Options{Namespace: ns, Own: true, Deliver: true})
 		if err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
 
@@ -45,6 +46,13 @@ type fakeStream struct {
 	FollowErr, GetFilesErr error
 	// Console, if not nil, answers Attach.
 	Console *fakeConsole
+	// Exit, if not nil, comes after the output to a follow that asks for
+	// it, as the stream API's exit frame.
+	Exit *agentapi.Event
+	// Unended plays an operator that never records the jobs' end.
+	Unended bool
+	// Marks plays a stream API that marks the jobs delivered (Delivers).
+	Marks bool
 
 	getFiles atomic.Int32
 }
@@ -66,8 +74,13 @@ func (a *fakeStream) counted() *shellv1alpha1.ShellJobFiles {
 
 func (a *fakeStream) Follow(_ context.Context, _ string, offset int64, w io.Writer) (int64, error) {
 	_, err := io.WriteString(w, a.Output[max(offset, 0):])
+	if x, ok := w.(agentapi.ExitSink); ok && err == nil && a.FollowErr == nil && a.Exit != nil {
+		err = x.Exit(*a.Exit)
+	}
 	return int64(len(a.Output)), cmp.Or(err, a.FollowErr)
 }
+
+func (a *fakeStream) Delivers() bool { return a.Marks }
 
 func (a *fakeStream) GetFiles(_ context.Context, _ string, w io.Writer) error {
 	a.getFiles.Add(1)
@@ -140,6 +153,9 @@ func endJobs(ctx context.Context, c client.Client, stream *fakeStream) {
 				j.Status.OutputBytes++
 			}
 			_ = c.Status().Update(ctx, j)
+			continue
+		}
+		if stream.Unended {
 			continue
 		}
 		if !shelljob.IsFinished(j) {

@@ -175,10 +175,24 @@ func (r *runner) newOutput() *output {
 type outputFollow struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	// err is why the follow failed, and whole whether it read the output
-	// to its close; both are read after done.
+	// err is why the follow failed, whole whether it read the output to
+	// its close, and exit the job's exit that came with the close, if the
+	// stream API and the worker's agent told it; all are read after done.
 	err   error
 	whole bool
+	exit  *agentapi.Event
+}
+
+// exitWriter is a follow's writer that keeps the job's exit.
+type exitWriter struct {
+	io.Writer
+	exit *agentapi.Event
+}
+
+// Exit implements agentapi.ExitSink.
+func (w *exitWriter) Exit(e agentapi.Event) error {
+	w.exit = &e
+	return nil
 }
 
 // startFollow follows the output of job from its start, through the
@@ -190,10 +204,11 @@ func (r *runner) startFollow(ctx context.Context, o *output, job string) *output
 	f.cancel = cancel
 	go func() {
 		defer close(f.done)
-		_, err := r.cluster.Stream.Follow(fctx, job, agentapi.AwaitStart, o.w)
+		w := &exitWriter{Writer: o.w}
+		_, err := r.cluster.Stream.Follow(fctx, job, agentapi.AwaitStart, w)
 		switch {
 		case err == nil:
-			f.whole = true
+			f.whole, f.exit = true, w.exit
 		case fctx.Err() == nil || ctx.Err() != nil:
 			// A follow stopped here is no failure.
 			f.err = err
@@ -232,13 +247,24 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 		last    = sj
 		stopped bool
 		// waiting is what the terminal was last told the job waits for.
-		waiting string
-		steps   int
+		waiting    string
+		steps      int
+		followDone = f.done
 	)
 	for {
 		select {
 		case <-ctx.Done():
 			return 1, ctx.Err()
+		case <-followDone:
+			followDone = nil
+			if code, ok := exitedAlone(f, last, stopped); ok {
+				// Nothing to tell but the exit code: the job's status,
+				// a write and a watch event later, would add nothing.
+				files := f.exit.Files == nil || f.exit.Files.Count > 0
+				// The stream API marked a job with no files delivered.
+				marked := r.cluster.Stream.Delivers() && !files
+				return r.deliver(ctx, sj.Name, o, f, true, files, marked, func() (int, error) { return code, nil })
+			}
 		case err := <-watchErr:
 			if err != nil {
 				return 1, err
@@ -298,6 +324,21 @@ func waitingFor(j *shellv1alpha1.ShellJob) string {
 	return texts.HeaderQueued(n)
 }
 
+// exitedAlone tells whether the follow f read the whole output of a job
+// whose command ended by itself, as the exit that came with the output
+// says, and returns its exit code: no stop was asked (last is the job as
+// the watch last showed it) or sent, and the worker neither lost the job
+// nor shut it down nor saw an out-of-memory kill. Anything else is told
+// from the job's status.
+func exitedAlone(f *outputFollow, last *shellv1alpha1.ShellJob, stopped bool) (int, bool) {
+	e := f.exit
+	if !f.whole || e == nil || e.ExitCode == nil || stopped || shelljob.IsStopRequested(last) ||
+		e.Lost || e.Shutdown || e.OOMKills > 0 || len(e.Signals) > 0 {
+		return 0, false
+	}
+	return *e.ExitCode, true
+}
+
 // finish waits for the output of the ended job j, saves its files and
 // returns its exit code.
 func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *output, f *outputFollow) (int, error) {
@@ -315,23 +356,28 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 		}
 		t.Stop()
 	}
+	return r.deliver(ctx, j.Name, o, f, started, shelljob.MayHaveFiles(j), false, func() (int, error) { return r.exitCode(j) })
+}
+
+// deliver ends the follow f of the ended job name: it saves the job's
+// files when it may have left some, marks it delivered unless the stream
+// API marked it, and tells how it ended with exitCode.
+func (r *runner) deliver(ctx context.Context, name string, o *output, f *outputFollow, started, mayHaveFiles, marked bool, exitCode func() (int, error)) (int, error) {
 	var (
 		files    []string
 		skipped  outfiles.Report
 		filesErr error
 	)
-	// The output is closed: the job has ended, so its files are complete,
-	// and its status says whether it left any (an older agent does not
-	// say).
-	if started && f.whole && shelljob.MayHaveFiles(j) {
-		files, skipped, filesErr = r.saveFiles(ctx, j)
+	// The output is closed: the job has ended, so its files are complete.
+	if started && f.whole && mayHaveFiles {
+		files, skipped, filesErr = r.saveFiles(ctx, name)
 	}
 	// Delivered: nothing ran, or its output was read to its end and its
 	// files fetched. A job left undelivered keeps its worker, retired,
 	// for the operator's delivery grace.
 	var markErr error
-	if !started || (f.whole && filesErr == nil) {
-		markErr = r.cluster.markDelivered(ctx, j.Name, r.clock.Now())
+	if !marked && (!started || (f.whole && filesErr == nil)) {
+		markErr = r.cluster.markDelivered(ctx, name, r.clock.Now())
 	}
 	if o.rend != nil {
 		if _, err := io.WriteString(r.Out, o.rend.String()); err != nil {
@@ -351,7 +397,7 @@ func (r *runner) finish(ctx context.Context, j *shellv1alpha1.ShellJob, o *outpu
 	if markErr != nil {
 		fmt.Fprintln(r.ErrOut, "warning:", markErr)
 	}
-	return r.exitCode(j)
+	return exitCode()
 }
 
 // warnSkipped warns of the files saveFiles left out.
@@ -406,16 +452,16 @@ func idleTimeout(j *shellv1alpha1.ShellJob) int64 {
 // terminal. It returns the paths written and what was left out. No name
 // reaches outside the directory (os.Root), and a file cut short is
 // removed.
-func (r *runner) saveFiles(ctx context.Context, j *shellv1alpha1.ShellJob) ([]string, outfiles.Report, error) {
+func (r *runner) saveFiles(ctx context.Context, job string) ([]string, outfiles.Report, error) {
 	dir := r.outputDir
 	if dir == "" {
-		dir = filepath.Join("shelljob-out", j.Name)
+		dir = filepath.Join("shelljob-out", job)
 	}
 	pr, pw := io.Pipe()
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)
-		pw.CloseWithError(r.cluster.Stream.GetFiles(ctx, j.Name, pw))
+		pw.CloseWithError(r.cluster.Stream.GetFiles(ctx, job, pw))
 	}()
 	defer func() {
 		// Closing the reader ends a GetFiles still writing.

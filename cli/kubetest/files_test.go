@@ -3,6 +3,7 @@ package kubetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +54,7 @@ func pluginOnInput(ctx context.Context, t *testing.T, cl *clustertest.Cluster, u
 			if err != nil {
 				return nil, err
 			}
-			if c.Stream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace, Own: true}); err != nil {
+			if c.Stream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace, Own: true, Deliver: true}); err != nil {
 				return nil, err
 			}
 			c.AnyStream, err = streamclient.New(streamConfig, streamclient.Options{Namespace: c.Namespace})
@@ -109,22 +111,36 @@ func TestExecFilesAndDeliveredMark(t *testing.T) {
 	if n := strings.Count(errOut, "saved "+dir); n != 100 {
 		t.Errorf("%d files named saved", n)
 	}
-	delivered := func(what string) {
+	// marked is whether the job of what is marked delivered.
+	marked := func(what string) (bool, string) {
 		t.Helper()
 		var list shellv1alpha1.ShellJobList
 		if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range list.Items {
-			if _, ok := shelljob.Delivered(&j); !ok && strings.Contains(j.Spec.Command, what) {
-				t.Errorf("job %s (%q) not marked delivered: %v", j.Name, what, j.Annotations)
+			if strings.Contains(j.Spec.Command, what) {
+				_, ok := shelljob.Delivered(&j)
+				return ok, fmt.Sprintf("job %s (%q): %v", j.Name, what, j.Annotations)
 			}
 		}
+		return false, "no job of " + what
 	}
-	delivered("f$i.txt")
+	// exec marks a job that left files once it saved them.
+	if ok, job := marked("f$i.txt"); !ok {
+		t.Errorf("not marked delivered: %s", job)
+	}
 
 	if out, errOut, code := pluginOn(ctx, t, cl, "erin", "exec", "--pool", cl.Pool, "--", "echo", "no files"); code != 0 || out != "no files\n" {
 		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	delivered("no files")
+	// The stream API marks one that left none, once it sent the output's
+	// end.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ok, _ := marked("no files")
+		return ok, nil
+	}); err != nil {
+		_, job := marked("no files")
+		t.Errorf("not marked delivered: %s", job)
+	}
 }

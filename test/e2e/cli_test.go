@@ -202,19 +202,22 @@ func TestCLIExecMarksDelivered(t *testing.T) {
 	if r.code != 0 || r.out != marker+"\n" || strings.Contains(r.errOut, "warning") {
 		t.Fatalf("exit %d, %q, %q", r.code, r.out, r.errOut)
 	}
-	var jobs shellv1alpha1.ShellJobList
-	if err := c.List(context.Background(), &jobs, client.InNamespace(Namespace)); err != nil {
-		t.Fatal(err)
-	}
+	// exec ends with the output's end, which tells the exit: the status
+	// may say it a moment later.
 	var job *shellv1alpha1.ShellJob
-	for i := range jobs.Items {
-		if strings.Contains(jobs.Items[i].Spec.Command, marker) {
-			job = &jobs.Items[i]
+	poll(t, 30*time.Second, "the job of the command, ended", func() (bool, string) {
+		var jobs shellv1alpha1.ShellJobList
+		if err := c.List(context.Background(), &jobs, client.InNamespace(Namespace)); err != nil {
+			return false, err.Error()
 		}
-	}
-	if job == nil {
-		t.Fatal("no job of the command")
-	}
+		for i := range jobs.Items {
+			if strings.Contains(jobs.Items[i].Spec.Command, marker) {
+				job = &jobs.Items[i]
+				return job.Status.CompletionTime != nil, fmt.Sprintf("%+v", job.Status)
+			}
+		}
+		return false, "no job of the command"
+	})
 	if v, ok := job.Annotations[shellv1alpha1.AnnotationDelivered]; !ok {
 		t.Errorf("job %s not marked delivered: %v", job.Name, job.Annotations)
 	} else if at, err := time.Parse(time.RFC3339, v); err != nil || at.Before(job.Status.CompletionTime.Add(-time.Second)) {
