@@ -217,6 +217,11 @@ type Daemon struct {
 	conns   map[net.Conn]struct{}
 	closing bool
 
+	// warm is the next Fork job's init, made ahead (warm.go); warming
+	// while it is being made.
+	warm    *warmInit
+	warming bool
+
 	// shellMu serializes Stateful starts; shell is the persistent shell.
 	shellMu sync.Mutex
 	shell   *pshell
@@ -323,6 +328,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.closing = true
 	d.mu.Unlock()
+	d.dropWarm()
 	stopReady()
 	l.Close()
 	<-accepted

@@ -393,3 +393,72 @@ func TestJobsHoldNoCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// TestForkJobOnInitMadeAhead: with namespaces, a Fork job starts on an
+// init the agent made ahead of it, as its own user, with its command
+// (a long one too) and its environment, in namespaces that show it
+// alone; the agent's end leaves no such init behind.
+func TestForkJobOnInitMadeAhead(t *testing.T) {
+	d, _ := isolated(t)
+	d.start("first", "print first", false)
+	d.output("first")
+	long := ": " + strings.Repeat("x", 60<<10) + "; "
+	d.start("second", long+`print -r -- "$SHELLJOB_JOB $(id -u) $PWD"; ls /proc | grep -c '^[0-9]'`, false)
+	got := d.output("second")
+	var rec struct{ UID int }
+	b, err := os.ReadFile(filepath.Join(d.dir, "jobs", "second", "job.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil || rec.UID < agent.ForkUIDBase {
+		t.Fatalf("user of second: %+v %v", rec, err)
+	}
+	// The shell, and the command substitution's and pipe's processes.
+	if want := fmt.Sprintf("second %d %s\n", rec.UID, filepath.Join(d.dir, "jobs", "second", "home")); !strings.HasPrefix(got, want) {
+		t.Errorf("second: %q, want it to start %q", got, want)
+	}
+	if !strings.Contains(d.logs.String(), `"msg":"Job started on an init made ahead","job":"second"`) {
+		t.Errorf("second did not start on an init made ahead:\n%s", d.logs.String())
+	}
+	before := initsOf(t, d.p.Pid())
+	if len(before) == 0 {
+		t.Fatal("no init waits for the next job")
+	}
+	d.stop()
+	for _, pid := range before {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("the init %d made ahead outlived the agent", pid)
+		}
+	}
+}
+
+// initsOf lists the job inits whose parent is the process ppid.
+func initsOf(t *testing.T, ppid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmdline), "\x00"+agent.InitCommand+"\x00") {
+			continue
+		}
+		// The parent is the field after the command's closing parenthesis
+		// and the state.
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

@@ -194,6 +194,9 @@ func shellArgv(shell string) []string {
 // startFork runs the command in SHELL in a new session, the command on
 // commandFD. The returned waiter returns once the job has ended.
 func (d *Daemon) startFork(req agentapi.StartRequest) (*job, func(), error) {
+	if w := d.takeWarm(); w != nil {
+		return d.startForkWarm(req, w)
+	}
 	path, dir, sp, err := d.prepareFork(req)
 	if err != nil {
 		return nil, nil, err
@@ -302,24 +305,31 @@ func (d *Daemon) isolateFork(dir string) (cred, string, error) {
 	if err != nil {
 		return cred{}, "", err
 	}
+	home, err := d.forkHome(dir, c)
+	return c, home, err
+}
+
+// forkHome gives the Fork job in dir, of user c, its files and a home,
+// and returns the home.
+func (d *Daemon) forkHome(dir string, c cred) (string, error) {
 	home := filepath.Join(dir, homeDir)
 	// One left by a start that failed, or by an agent that crashed, goes.
 	if err := reclaim(home, d.users.agent); err != nil {
-		return cred{}, "", err
+		return "", err
 	}
 	if err := os.RemoveAll(home); err != nil {
-		return cred{}, "", err
+		return "", err
 	}
 	if err := os.Mkdir(home, 0o700); err != nil {
-		return cred{}, "", err
+		return "", err
 	}
 	if err := hand(home, c); err != nil {
-		return cred{}, "", err
+		return "", err
 	}
 	if err := hand(filepath.Join(dir, filesDir), c); err != nil {
-		return cred{}, "", err
+		return "", err
 	}
-	return c, home, nil
+	return home, nil
 }
 
 func setPipeSize(f *os.File) {

@@ -105,15 +105,38 @@ func (d *Daemon) spawn(path string, argv []string, attr *syscall.ProcAttr, c *cr
 // the shell's (as the agent sees it), or the init's for a probe, and its
 // status the shell's, or the init's if the init ended before the shell.
 func (d *Daemon) startInit(spec initSpec, files []uintptr, c cred) (started, error) {
-	specR, specW, err := os.Pipe()
+	p, err := d.launchInit(files, c)
 	if err != nil {
 		return started{}, err
 	}
-	defer specW.Close()
+	return p.run(spec)
+}
+
+// pendingInit is an init started in its namespaces that waits for its
+// spec.
+type pendingInit struct {
+	pid   int
+	specW *os.File
+	// report gives the init's report; exited, after it, the shell's
+	// status, or the init's if the init ended before the shell.
+	report <-chan string
+	exited <-chan proc.Status
+	// done is closed once the init has ended.
+	done <-chan struct{}
+}
+
+// launchInit starts an init in namespaces of c's, with files below its
+// spec and report descriptors; it waits for nothing of the init.
+func (d *Daemon) launchInit(files []uintptr, c cred) (*pendingInit, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
 	repR, repW, err := os.Pipe()
 	if err != nil {
 		specR.Close()
-		return started{}, err
+		specW.Close()
+		return nil, err
 	}
 	specFD := len(files)
 	attr := &syscall.ProcAttr{
@@ -135,8 +158,9 @@ func (d *Daemon) startInit(spec initSpec, files []uintptr, c cred) (started, err
 	specR.Close()
 	repW.Close()
 	if err != nil {
+		specW.Close()
 		repR.Close()
-		return started{}, fmt.Errorf("make the job's namespaces: %w", err)
+		return nil, fmt.Errorf("make the job's namespaces: %w", err)
 	}
 	var initStatus proc.Status
 	initDone := make(chan struct{})
@@ -144,14 +168,6 @@ func (d *Daemon) startInit(spec initSpec, files []uintptr, c cred) (started, err
 		initStatus = <-initExited
 		close(initDone)
 	}()
-	end := func() {
-		_ = syscall.Kill(initPID, syscall.SIGKILL)
-		<-initDone
-	}
-	fail := func(err error) (started, error) {
-		end()
-		return started{}, err
-	}
 	report := make(chan string, 1)
 	exited := make(chan proc.Status, 1)
 	go func() {
@@ -168,13 +184,41 @@ func (d *Daemon) startInit(spec initSpec, files []uintptr, c cred) (started, err
 		<-initDone
 		exited <- initStatus
 	}()
+	return &pendingInit{pid: initPID, specW: specW, report: report, exited: exited, done: initDone}, nil
+}
+
+// end kills the init, and so every process of its namespaces, and
+// returns once it is gone.
+func (p *pendingInit) end() {
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	<-p.done
+	p.specW.Close()
+}
+
+// alive tells whether the init still waits: nothing killed it.
+func (p *pendingInit) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// run sends the init its spec and waits for its report; see startInit.
+func (p *pendingInit) run(spec initSpec) (started, error) {
+	defer p.specW.Close()
+	fail := func(err error) (started, error) {
+		p.end()
+		return started{}, err
+	}
 	// The spec stays open until the shell is found: the init reaps
 	// nothing before, so that a shell that ended at once is still there.
-	if err := json.NewEncoder(specW).Encode(spec); err != nil {
+	if err := json.NewEncoder(p.specW).Encode(spec); err != nil {
 		return fail(fmt.Errorf("send the job's init its spec: %w", err))
 	}
 	select {
-	case line := <-report:
+	case line := <-p.report:
 		if line != "ok" {
 			if line == "" {
 				line = "the job's init ended without a word"
@@ -185,13 +229,13 @@ func (d *Daemon) startInit(spec initSpec, files []uintptr, c cred) (started, err
 		return fail(fmt.Errorf("the job's init did not report in %v", initTimeout))
 	}
 	if spec.Probe {
-		return started{pid: initPID, exited: exited, end: end}, nil
+		return started{pid: p.pid, exited: p.exited, end: p.end}, nil
 	}
-	shell, ok := proc.ChildOf(initPID)
+	shell, ok := proc.ChildOf(p.pid)
 	if !ok {
 		return fail(errors.New("the job's shell is not the init's child"))
 	}
-	return started{pid: shell, exited: exited, end: end}, nil
+	return started{pid: shell, exited: p.exited, end: p.end}, nil
 }
 
 // probeSandbox tells why jobs cannot run in namespaces of their own here,
@@ -369,6 +413,7 @@ func (d *Daemon) setUpSandbox() {
 	} else {
 		d.sandboxed = true
 		d.log.Info("Each job runs in user, PID, mount and IPC namespaces of its own")
+		go d.warmUp()
 		return
 	}
 	d.log.Info("Jobs run in the pod's PID namespace: each sees the processes and command lines of the others", "reason", d.sandboxWhy)

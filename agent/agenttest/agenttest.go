@@ -169,6 +169,9 @@ func start(cmd *exec.Cmd, socket string) (*Process, error) {
 	}
 }
 
+// Pid is the agent's process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Stop ends the daemon as a pod's deletion would: SIGTERM, then SIGKILL if
 // it has not ended within 10 s. It returns once the daemon has ended.
 func (p *Process) Stop() {
