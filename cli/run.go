@@ -183,18 +183,6 @@ type outputFollow struct {
 	exit  *agentapi.Event
 }
 
-// exitWriter is a follow's writer that keeps the job's exit.
-type exitWriter struct {
-	io.Writer
-	exit *agentapi.Event
-}
-
-// Exit implements agentapi.ExitSink.
-func (w *exitWriter) Exit(e agentapi.Event) error {
-	w.exit = &e
-	return nil
-}
-
 // startFollow follows the output of job from its start, through the
 // stream API, which holds the follow until the job starts, wherever it is
 // placed, and resumes a cut stream from where it was.
@@ -204,11 +192,11 @@ func (r *runner) startFollow(ctx context.Context, o *output, job string) *output
 	f.cancel = cancel
 	go func() {
 		defer close(f.done)
-		w := &exitWriter{Writer: o.w}
+		w := &agentapi.ExitWriter{Writer: o.w}
 		_, err := r.cluster.Stream.Follow(fctx, job, agentapi.AwaitStart, w)
 		switch {
 		case err == nil:
-			f.whole, f.exit = true, w.exit
+			f.whole, f.exit = true, w.Exited
 		case fctx.Err() == nil || ctx.Err() != nil:
 			// A follow stopped here is no failure.
 			f.err = err

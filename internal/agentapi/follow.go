@@ -77,6 +77,19 @@ type ExitSink interface {
 	Exit(e Event) error
 }
 
+// ExitWriter is a follow's writer that keeps the job's exit: an ExitSink.
+type ExitWriter struct {
+	io.Writer
+	// Exited is the job's exit, once the follow told it.
+	Exited *Event
+}
+
+// Exit implements ExitSink.
+func (w *ExitWriter) Exit(e Event) error {
+	w.Exited = &e
+	return nil
+}
+
 // maxExitFrame bounds an x frame: an exit event is a few hundred bytes.
 const maxExitFrame = 64 << 10
 

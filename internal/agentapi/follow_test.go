@@ -87,17 +87,6 @@ func TestReadFollowErrors(t *testing.T) {
 	}
 }
 
-// exitCatcher is a writer that keeps the exit of its follow.
-type exitCatcher struct {
-	bytes.Buffer
-	exit *Event
-}
-
-func (c *exitCatcher) Exit(e Event) error {
-	c.exit = &e
-	return nil
-}
-
 // The x frame moves no offset, reaches a writer that is an ExitSink
 // through the text sink, and is dropped by one that is not.
 func TestFollowExit(t *testing.T) {
@@ -110,13 +99,14 @@ func TestFollowExit(t *testing.T) {
 	if !strings.HasPrefix(wire.String(), FollowMagic+"d 3\nout"+"x ") || !strings.HasSuffix(wire.String(), "}e 3\n") {
 		t.Fatalf("wire %q", wire.String())
 	}
-	var got exitCatcher
+	var out bytes.Buffer
+	got := ExitWriter{Writer: &out}
 	n, err := ReadFollow(bytes.NewReader(wire.Bytes()), 0, &got)
-	if err != nil || n != 3 || got.String() != "out" {
-		t.Fatalf("read: %d, %q, %v", n, got.String(), err)
+	if err != nil || n != 3 || out.String() != "out" {
+		t.Fatalf("read: %d, %q, %v", n, out.String(), err)
 	}
-	if got.exit == nil || got.exit.ExitCode == nil || *got.exit.ExitCode != 3 || got.exit.Files.Count != 1 {
-		t.Errorf("exit %+v", got.exit)
+	if e := got.Exited; e == nil || e.ExitCode == nil || *e.ExitCode != 3 || e.Files.Count != 1 {
+		t.Errorf("exit %+v", e)
 	}
 	var text bytes.Buffer
 	if n, err := ReadFollow(bytes.NewReader(wire.Bytes()), 0, &text); err != nil || n != 3 || text.String() != "out" {

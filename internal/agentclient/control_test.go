@@ -499,17 +499,6 @@ func TestChannelFollowCompressed(t *testing.T) {
 	}
 }
 
-// exitCatcher is a follow's writer that keeps the job's exit.
-type exitCatcher struct {
-	strings.Builder
-	exit *agentapi.Event
-}
-
-func (c *exitCatcher) Exit(e agentapi.Event) error {
-	c.exit = &e
-	return nil
-}
-
 // TestChannelFollowExit: a follow over the channel into an ExitSink gets
 // the job's exit with the output's end, from a follow opened before the
 // start too; a one-shot exec's follow gets none, and its reader asks the
@@ -517,20 +506,26 @@ func (c *exitCatcher) Exit(e agentapi.Event) error {
 func TestChannelFollowExit(t *testing.T) {
 	w := startWarm(t)
 	c, ctx, events := w.c, w.ctx, w.events
-	waiting := make(chan *exitCatcher)
-	go func() {
-		var got exitCatcher
-		if _, err := c.Follow(ctx, pod, "files", agentapi.AwaitStart, &got); err != nil {
+	type followed struct {
+		out  string
+		exit *agentapi.Event
+	}
+	follow := func(c *Client, job string, offset int64) followed {
+		var out strings.Builder
+		w := agentapi.ExitWriter{Writer: &out}
+		if _, err := c.Follow(ctx, pod, job, offset, &w); err != nil {
 			t.Error(err)
 		}
-		waiting <- &got
-	}()
+		return followed{out.String(), w.Exited}
+	}
+	waiting := make(chan followed)
+	go func() { waiting <- follow(c, "files", agentapi.AwaitStart) }()
 	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "files", Command: `echo out; echo x > "$SHELLJOB_OUT/f"; exit 3`}); err != nil {
 		t.Fatal(err)
 	}
 	got := <-waiting
-	if e := got.exit; got.String() != "out\n" || e == nil || e.ExitCode == nil || *e.ExitCode != 3 || e.Files == nil || e.Files.Count != 1 || len(e.Signals) != 0 {
-		t.Fatalf("follow opened before the start: %q, exit %+v", got.String(), got.exit)
+	if e := got.exit; got.out != "out\n" || e == nil || e.ExitCode == nil || *e.ExitCode != 3 || e.Files == nil || e.Files.Count != 1 || len(e.Signals) != 0 {
+		t.Fatalf("follow opened before the start: %q, exit %+v", got.out, got.exit)
 	}
 
 	if _, err := c.Start(ctx, pod, agentapi.StartRequest{Job: "stopped", Command: "sleep 100"}); err != nil {
@@ -540,17 +535,12 @@ func TestChannelFollowExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	events.exited(t, "stopped")
-	var stopped exitCatcher
-	if _, err := c.Follow(ctx, pod, "stopped", 0, &stopped); err != nil {
-		t.Fatal(err)
-	}
-	if e := stopped.exit; e == nil || len(e.Signals) != 1 || e.Signals[0].Signal != agentapi.SIGTERM {
-		t.Fatalf("a stopped job's exit: %+v", stopped.exit)
+	if e := follow(c, "stopped", 0).exit; e == nil || len(e.Signals) != 1 || e.Signals[0].Signal != agentapi.SIGTERM {
+		t.Fatalf("a stopped job's exit: %+v", e)
 	}
 
 	old := olderThan(t, w.dir, agentapi.CmdControl)
-	var oneShot exitCatcher
-	if _, err := old.Follow(ctx, pod, "files", 0, &oneShot); err != nil || oneShot.String() != "out\n" || oneShot.exit != nil {
-		t.Fatalf("a one-shot follow: %q, exit %+v, %v", oneShot.String(), oneShot.exit, err)
+	if got := follow(old, "files", 0); got.out != "out\n" || got.exit != nil {
+		t.Fatalf("a one-shot follow: %q, exit %+v", got.out, got.exit)
 	}
 }

@@ -154,11 +154,12 @@ func TestLogOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out exitCatcher
-			if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &out); err != nil || out.String() != whole {
+			var out strings.Builder
+			w := agentapi.ExitWriter{Writer: &out}
+			if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &w); err != nil || out.String() != whole {
 				t.Fatalf("framed stream %q: %v", got, err)
 			}
-			switch e := out.exit; {
+			switch e := w.Exited; {
 			case !exit && e != nil:
 				t.Errorf("an exit frame that was not asked for: %+v", e)
 			case exit && (e == nil || e.ExitCode == nil || *e.ExitCode != 0 || e.Files == nil || e.Files.Count != 0):
@@ -410,17 +411,6 @@ func (f *fixture) rawLog(ctx context.Context, user, job, encoding string) *http.
 	return resp
 }
 
-// exitCatcher is a follow's writer that keeps the job's exit.
-type exitCatcher struct {
-	strings.Builder
-	exit *agentapi.Event
-}
-
-func (c *exitCatcher) Exit(e agentapi.Event) error {
-	c.exit = &e
-	return nil
-}
-
 // TestLogDeliver: a follow of the caller's own job that asks deliver
 // marks the job delivered once it sent the output's end, when the exit
 // counts no files; one that left files stays for its reader to mark, and
@@ -438,9 +428,10 @@ func TestLogDeliver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out exitCatcher
-		if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &out); err != nil || out.exit == nil || out.String() != job+"\n" {
-			t.Fatalf("%s: %q, exit %+v, %v", job, out.String(), out.exit, err)
+		var out strings.Builder
+		w := agentapi.ExitWriter{Writer: &out}
+		if _, err := agentapi.ReadFollow(strings.NewReader(got), 0, &w); err != nil || w.Exited == nil || out.String() != job+"\n" {
+			t.Fatalf("%s: %q, exit %+v, %v", job, out.String(), w.Exited, err)
 		}
 	}
 	f.waitJob("plain", "delivered", func(sj *shellv1alpha1.ShellJob) bool {
