@@ -490,9 +490,9 @@ func TestBenchCLI(t *testing.T) {
 		return time.Since(start)
 	}
 	_ = pluginPath(t)
-	// ours keeps the plugin's cache, as a user's does, so its follow opens
-	// on the worker of the last job; fresh starts each run with an empty
-	// cache, so its follow waits for the placement.
+	// ours keeps kubectl's cache directory, as a user's does; fresh starts
+	// each run with an empty one. The plugin reads none: fresh is an exec
+	// right after another, while the operator still ends ours.
 	cache := t.TempDir()
 	var ours, fresh, base []time.Duration
 	for range runs {
