@@ -44,10 +44,7 @@ const (
 	KeepFinishedJobs time.Duration = -1
 	// JobFinalizer is on a job from its placement to its end, so that a
 	// job deleted while it runs is stopped first and its worker freed
-	// only once the command is gone. Where the chart's job-finalizer
-	// admission policy is, it comes with the job's create, and the
-	// placement writes no finalizer; a queued job deleted then ends as
-	// stopped before it ran, which removes it.
+	// only once the command is gone.
 	JobFinalizer = "shell.shelljob.dev/stop"
 	// agentCallTimeout bounds a Start or a Signal: a worker that hangs
 	// must not hold a reconcile worker, which other pools need too. It is

@@ -729,29 +729,6 @@ func TestDeleteRunning(t *testing.T) {
 	}
 }
 
-// TestDeleteQueuedWithFinalizer: a job that carries the finalizer from
-// its create (the chart's job-finalizer policy) and is deleted while it
-// waits goes: the operator ends it as stopped before it ran and lets it go.
-func TestDeleteQueuedWithFinalizer(t *testing.T) {
-	ctx := context.Background()
-	ns := namespace(t)
-	startOperator(t, ns, newFakeAgent())
-	waiting := utiltesting.MakeShellJob("waiting", ns).Pool("nope").Obj()
-	waiting.Finalizers = []string{JobFinalizer}
-	if err := env.Client.Create(ctx, waiting); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, waitShort, "PoolNotFound", func() (bool, string) {
-		j := getJob(t, ns, "waiting")
-		c := meta.FindStatusCondition(j.Status.Conditions, shellv1alpha1.ShellJobScheduled)
-		return c != nil && c.Reason == shellv1alpha1.ShellJobScheduledReasonPoolNotFound, fmt.Sprintf("%+v", j.Status)
-	})
-	if err := env.Client.Delete(ctx, waiting); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, ns, "waiting")
-}
-
 func TestStartRetried(t *testing.T) {
 	ns := namespace(t)
 	agent := newFakeAgent()

@@ -20,9 +20,8 @@ import (
 const policyDir = rootDir + "/config/policy"
 
 // chartOnly are the chart's policies that config/policy leaves out: what
-// the bot may write, which go with the chart's bot and its identities, and
-// the job finalizer, which only a namespace the operator serves may have.
-var chartOnly = []string{"bot-self", "telegram", "job-finalizer"}
+// the bot may write, which go with the chart's bot and its identities.
+var chartOnly = []string{"bot-self", "telegram"}
 
 // generatedPolicy is one file of config/policy: a policy and its binding.
 type generatedPolicy struct {
