@@ -187,8 +187,8 @@ func (d *Daemon) launchInit(files []uintptr, c cred) (*pendingInit, error) {
 	return &pendingInit{pid: initPID, specW: specW, report: report, exited: exited, done: initDone}, nil
 }
 
-// end kills the init, and so every process of its namespaces, and
-// returns once it is gone.
+// end kills the init, and so every process of its namespaces, returns
+// once it is gone, and closes its spec (run closes it too).
 func (p *pendingInit) end() {
 	_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	<-p.done
