@@ -34,21 +34,33 @@ type jobs struct {
 	writer client.Writer
 }
 
-// deliveryTimeout bounds the write of a delivered mark.
-const deliveryTimeout = 10 * time.Second
+// deliveryWait bounds how long a delivered mark waits for the job's end
+// to be recorded, and its write.
+const deliveryWait = time.Minute
 
-// markDelivered marks the job key of uid delivered, in the background:
-// its reader, gone with the output's end, hears nothing of it. A mark
-// that fails leaves the job to its delivery grace, as a reader that
-// died before its own mark does.
+// markDelivered marks the job key of uid delivered, in the background,
+// once the job's status records its end: the mark comes after the end, as
+// a reader's own does, so that the operator's writes of the end (and of a
+// stop) meet no write of the mark. Its reader, gone with the output's
+// end, hears nothing of it: a mark that fails leaves the job to its
+// delivery grace, as a reader that died before its own mark does.
 func (j *jobs) markDelivered(ctx context.Context, key types.NamespacedName, uid types.UID) {
 	log := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryWait)
 	go func() {
 		defer cancel()
-		sj := &shellv1alpha1.ShellJob{}
-		sj.Namespace, sj.Name = key.Namespace, key.Name
-		if err := j.writer.Patch(ctx, sj, client.RawPatch(types.MergePatchType, shelljob.DeliveredPatch(uid, time.Now()))); err != nil {
+		_, err := j.wait(ctx, key, func(sj *shellv1alpha1.ShellJob) (bool, error) {
+			if sj.UID != uid {
+				return false, apierrors.NewConflict(jobResource, key.Name, fmt.Errorf("the job was replaced"))
+			}
+			return shelljob.IsFinished(sj), nil
+		})
+		if err == nil {
+			sj := &shellv1alpha1.ShellJob{}
+			sj.Namespace, sj.Name = key.Namespace, key.Name
+			err = j.writer.Patch(ctx, sj, client.RawPatch(types.MergePatchType, shelljob.DeliveredPatch(uid, time.Now())))
+		}
+		if err != nil {
 			log.Error(err, "Could not mark a job delivered after its reader read it all", "job", key)
 		}
 	}()
