@@ -145,12 +145,13 @@ func (c *Client) watch(ctx context.Context) (context.Context, *idle.Watch) {
 // is closed (the job ended), and returns the offset reached, as
 // agentapi.Client.Follow does: a w that is an agentapi.FollowSink gets
 // the frames, and one that is an agentapi.ExitSink the job's exit, when
-// the server and the worker's agent tell it. With offset agentapi.AwaitStart, it waits for the job's
-// start and follows it from 0, so that it may be called right after the
-// job's create; a job not started yet is waited for anyway. A stream cut
-// is resumed from the offset it reached, after a wait, until ctx ends: it
-// returns the error of a refusal, or of a job whose output is lost
-// (ErrOutputLost), at once.
+// the server and the worker's agent tell it. With offset
+// agentapi.AwaitStart, it waits for the job's start and follows it from
+// 0, so that it may be called right after the job's create; a job not
+// started yet is waited for anyway. A stream cut is resumed from the
+// offset it reached, after a wait, until ctx ends: it returns the error
+// of a refusal, or of a job whose output is lost (ErrOutputLost), at
+// once.
 func (c *Client) Follow(ctx context.Context, job string, offset int64, w io.Writer) (int64, error) {
 	wait := c.opts.Retry
 	for {

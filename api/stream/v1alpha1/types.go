@@ -114,10 +114,11 @@ type ShellJobLogOptions struct {
 
 	// Deliver, with Exit, through myshelljobs (the caller's own job),
 	// marks the job delivered (the shell.shelljob.dev/delivered
-	// annotation) once its output went out to its "e" frame, when the "x"
-	// frame before it counts no files in $SHELLJOB_OUT: a reader that
-	// asked need not write the mark after what it read. A job that left
-	// files is not marked: its reader fetches them, then marks it.
+	// annotation) once its output went out to its "e" frame and its
+	// status records its end, when the "x" frame counts no files in
+	// $SHELLJOB_OUT: a reader that asked need not write the mark after
+	// what it read. A job that left files is not marked: its reader
+	// fetches them, then marks it.
 	// +optional
 	Deliver bool `json:"deliver,omitempty"`
 
