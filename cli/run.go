@@ -248,7 +248,7 @@ func (r *runner) attach(ctx context.Context, sj *shellv1alpha1.ShellJob, o *outp
 			if code, ok := exitedAlone(f, last, stopped); ok {
 				// Nothing to tell but the exit code: the job's status,
 				// a write and a watch event later, would add nothing.
-				files := f.exit.Files == nil || f.exit.Files.Count > 0
+				files := !f.exit.LeftNoFiles()
 				// The stream API marked a job with no files delivered.
 				marked := r.cluster.Stream.Delivers() && !files
 				return r.deliver(ctx, sj.Name, o, f, true, files, marked, func() (int, error) { return code, nil })

@@ -341,6 +341,10 @@ type Event struct {
 	Worker *Worker `json:"worker,omitempty"`
 }
 
+// LeftNoFiles tells whether an EventExited counts no file in the job's
+// $SHELLJOB_OUT; an agent that did not count them leaves it false.
+func (e Event) LeftNoFiles() bool { return e.Files != nil && e.Files.Count == 0 }
+
 // Worker is the state of a worker's agent that decides what it may run.
 type Worker struct {
 	// Isolation says how jobs are kept apart there.

@@ -236,7 +236,7 @@ func (r *LogREST) log(ctx context.Context, key types.NamespacedName, opts *strea
 			if err := out.end(reached); err != nil {
 				return err
 			}
-			if opts.Deliver && out.exited != nil && out.exited.Files != nil && out.exited.Files.Count == 0 {
+			if opts.Deliver && out.exited != nil && out.exited.LeftNoFiles() {
 				r.jobs.markDelivered(ctx, key, sj.UID)
 			}
 			return nil
