@@ -51,6 +51,10 @@ type jobMemo struct {
 type sentSignal struct {
 	step shellv1alpha1.StopStep
 	at   time.Time
+	// reason is the stop's reason the signal was sent for: the status
+	// write that records it may conflict, and the next pass must not end
+	// the job as stopped for no reason.
+	reason shellv1alpha1.StopReason
 }
 
 // agentFacts is what a worker's agent reported of one job.
@@ -187,6 +191,17 @@ func (m *jobMemory) noteSignal(key types.NamespacedName, uid types.UID, s sentSi
 func (m *jobMemory) signals(key types.NamespacedName, uid types.UID) (out []sentSignal) {
 	m.read(key, uid, func(j *jobMemo) { out = slices.Clone(j.stops) })
 	return out
+}
+
+// stopReason is the reason of the stop this process began sending
+// signals for, empty if it sent none.
+func (m *jobMemory) stopReason(key types.NamespacedName, uid types.UID) (reason shellv1alpha1.StopReason) {
+	m.read(key, uid, func(j *jobMemo) {
+		if len(j.stops) > 0 {
+			reason = j.stops[0].reason
+		}
+	})
+	return reason
 }
 
 // placed remembers when the job's placement was recorded; zero forgets

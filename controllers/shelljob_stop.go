@@ -28,6 +28,10 @@ import (
 func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {
 	f, known := r.memory.facts(client.ObjectKeyFromObject(job), job.UID)
 	known = known && f.Pod == job.Status.Pod
+	if job.Status.StopReason == "" {
+		// The write of a stop's first step conflicted: its reason is here.
+		job.Status.StopReason = r.memory.stopReason(client.ObjectKeyFromObject(job), job.UID)
+	}
 	if known {
 		if job.Status.PGID == 0 && f.PGID != 0 {
 			job.Status.PGID = int32(f.PGID)
@@ -98,7 +102,8 @@ func (r *ShellJobReconciler) stop(ctx context.Context, job *shellv1alpha1.ShellJ
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("send %s on worker %s: %w", next, pod.Name, err)
 	}
-	s := sentSignal{step: shellv1alpha1.StopStep{Signal: next, Time: metav1.NewTime(now), GroupEmpty: resp.GroupEmpty}, at: now}
+	s := sentSignal{step: shellv1alpha1.StopStep{Signal: next, Time: metav1.NewTime(now), GroupEmpty: resp.GroupEmpty}, at: now,
+		reason: job.Status.StopReason}
 	r.memory.noteSignal(client.ObjectKeyFromObject(job), job.UID, s)
 	metrics.SignalSent(shelljob.Pool(job), string(next))
 	job.Status.StopSteps = append(job.Status.StopSteps, s.step)

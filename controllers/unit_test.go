@@ -12,14 +12,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -538,5 +541,39 @@ func TestStreamsKeepTheExitOfAJobJustStarted(t *testing.T) {
 	s.handle(context.Background(), w, exit(queued.UID))
 	if _, ok := memory.facts(key, queued.UID); ok || len(notify) != 0 {
 		t.Fatalf("the exit of a forgotten job was kept (%d wakes)", len(notify))
+	}
+}
+
+// TestStopReasonKeptInMemory: a timeout's first signal was sent, but the
+// status write that recorded the stop conflicted with another write to the
+// job; the exit then ends the job stopped for the timeout, not for no
+// reason.
+func TestStopReasonKeptInMemory(t *testing.T) {
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	job := utiltesting.MakeShellJob("timed-out", "ns").Pool("shell").Obj()
+	job.UID = "uid-timed-out"
+	job.Status = shellv1alpha1.ShellJobStatus{Phase: shellv1alpha1.PhaseRunning, Number: 3, Pod: "worker-0", Ran: true, PGID: 7,
+		StartTime: ptr.To(metav1.NewTime(at))}
+	c := fake.NewClientBuilder().WithScheme(fakeScheme(t)).WithObjects(job).WithStatusSubresource(job).Build()
+	r := &ShellJobReconciler{
+		Client: c, APIReader: c, Recorder: events.NewFakeRecorder(16), Clock: clocktesting.NewFakeClock(at.Add(time.Minute)),
+		JobTTL: KeepFinishedJobs, memory: newJobMemory(), numbers: newNumberer(c, c, c), writes: newWrites(),
+	}
+	key := client.ObjectKeyFromObject(job)
+	r.memory.noteSignal(key, job.UID, sentSignal{step: shellv1alpha1.StopStep{Signal: shellv1alpha1.SIGINT, Time: metav1.NewTime(at)},
+		at: at, reason: shellv1alpha1.StopReasonTimeout})
+	code := 130
+	r.memory.record(key, "worker-0", agentapi.Event{Type: agentapi.EventExited, Job: string(job.UID), Time: at.Add(time.Second), ExitCode: &code,
+		Signals: []agentapi.SentSignal{{Signal: agentapi.SIGINT, Time: at}}})
+
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := getJobFrom(t, c, key)
+	if got.Status.Phase != shellv1alpha1.PhaseStopped || got.Status.StopReason != shellv1alpha1.StopReasonTimeout {
+		t.Errorf("phase %s, stop reason %q, want Stopped for %s", got.Status.Phase, got.Status.StopReason, shellv1alpha1.StopReasonTimeout)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, shellv1alpha1.ShellJobFinished); c == nil || strings.Contains(c.Message, "()") {
+		t.Errorf("finished condition %+v names no reason", c)
 	}
 }
