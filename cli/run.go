@@ -320,8 +320,7 @@ func waitingFor(j *shellv1alpha1.ShellJob) string {
 // from the job's status.
 func exitedAlone(f *outputFollow, last *shellv1alpha1.ShellJob, stopped bool) (int, bool) {
 	e := f.exit
-	if !f.whole || e == nil || e.ExitCode == nil || stopped || shelljob.IsStopRequested(last) ||
-		e.Lost || e.Shutdown || e.OOMKills > 0 || len(e.Signals) > 0 {
+	if !f.whole || e == nil || !e.EndedAlone() || stopped || shelljob.IsStopRequested(last) {
 		return 0, false
 	}
 	return *e.ExitCode, true

@@ -341,6 +341,14 @@ type Event struct {
 	Worker *Worker `json:"worker,omitempty"`
 }
 
+// EndedAlone tells whether an EventExited is that of a command that ended
+// by itself: its exit code is known, no signal was sent to its group, and
+// its worker neither lost it, shut it down, nor saw an out-of-memory kill
+// while it ran. A job's status records such an exit as it is.
+func (e Event) EndedAlone() bool {
+	return e.Type == EventExited && e.ExitCode != nil && !e.Lost && !e.Shutdown && e.OOMKills == 0 && len(e.Signals) == 0
+}
+
 // LeftNoFiles tells whether an EventExited counts no file in the job's
 // $SHELLJOB_OUT; an agent that did not count them leaves it false.
 func (e Event) LeftNoFiles() bool { return e.Files != nil && e.Files.Count == 0 }

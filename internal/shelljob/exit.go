@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
+	"shelljob.dev/shelljob/internal/agentapi"
 )
 
 // An Exit is the end of a job's command as its worker's agent reported it.
@@ -27,6 +28,17 @@ type Exit struct {
 	// OOMKills counts the worker's out-of-memory kills while the command
 	// ran.
 	OOMKills int64
+}
+
+// ExitOf is the exit an agent's EventExited tells, of a command that ran on
+// worker.
+func ExitOf(worker string, e agentapi.Event) Exit {
+	exit := Exit{Worker: worker, Code: e.ExitCode, At: e.Time, OutputBytes: e.OutputBytes, DroppedBytes: e.DroppedBytes,
+		OOMKills: e.OOMKills}
+	if e.Files != nil {
+		exit.Files = &shellv1alpha1.ShellJobFiles{Count: e.Files.Count, Bytes: e.Files.Bytes}
+	}
+	return exit
 }
 
 // An Event is what the operator tells of a step of a job, as a Kubernetes
