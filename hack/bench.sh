@@ -236,7 +236,8 @@ section_chat() {
   trap "rm -f '${BENCH_LOG}'" RETURN
   rows=(
     "message to reply, .a true, p50 (ms)|chat_reply_p50|chat_reply_base_p50"
-    "message to reply, .a true, p95 (ms)|chat_reply_p95|chat_reply_base_p50"
+    "message to reply, .a true, p95 (ms), beside exec's p95|chat_reply_p95|chat_reply_base_p95"
+    "message to reply, .a true, p95 (ms), beside exec's p50|chat_reply_p95|chat_reply_base_p50"
     "message to first preview (ms; reference: 2000)|chat_preview_p50|=2000"
     ".k to final, sleep 100, p50 (ms)|chat_stop_p50|chat_stop_base_p50"
     "pool busy: message to reply p50 (ms)|chat_busy_reply_p50|chat_busy_reply_base_p50"
