@@ -37,14 +37,11 @@ func (r *ShellJobReconciler) exited(ctx context.Context, job *shellv1alpha1.Shel
 	return r.finished(ctx, job, now, true)
 }
 
-// exitOf is the exit the agent reported.
+// exitOf is the exit the agent reported, with the largest output counts
+// of all its reports.
 func exitOf(f agentFacts) shelljob.Exit {
-	e := shelljob.Exit{Worker: f.Pod, Code: f.ExitCode, At: f.ExitedAt, OutputBytes: f.OutputBytes,
-		DroppedBytes: f.DroppedBytes, OOMKills: f.OOMKills}
-	if f.Files != nil {
-		e.Files = &shellv1alpha1.ShellJobFiles{Count: f.Files.Count, Bytes: f.Files.Bytes}
-	}
-	return e
+	return shelljob.ExitOf(f.Pod, agentapi.Event{ExitCode: f.ExitCode, Time: f.ExitedAt, OutputBytes: f.OutputBytes,
+		DroppedBytes: f.DroppedBytes, OOMKills: f.OOMKills, Files: f.Files})
 }
 
 // workerMemoryLimit is the memory limit of the job's worker, for messages.
