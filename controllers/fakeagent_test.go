@@ -40,6 +40,9 @@ type fakeAgent struct {
 	// holds keep the answer of the next Signal call of a signal; see
 	// holdSignal.
 	holds map[agentapi.Signal]*signalHold
+	// onStart, if set, runs in each Start call that starts a job, before
+	// it answers.
+	onStart func(pod types.NamespacedName, req agentapi.StartRequest)
 }
 
 // signalHold is a Signal call whose answer waits: the signal has taken
@@ -154,7 +157,11 @@ func (a *fakeAgent) Start(_ context.Context, pod types.NamespacedName, req agent
 	p.jobs[req.Job] = j
 	p.order = append(p.order, req.Job)
 	a.calls = append(a.calls, fmt.Sprintf("start %s %s", pod.Name, req.Job))
+	onStart := a.onStart
 	a.mu.Unlock()
+	if onStart != nil {
+		onStart(pod, req)
+	}
 
 	a.emit(pod, agentapi.Event{Type: agentapi.EventStarted, Job: req.Job, Time: j.startedAt, PGID: j.pgid})
 	if m := exitCmd.FindStringSubmatch(req.Command); m != nil {

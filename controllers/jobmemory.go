@@ -222,6 +222,18 @@ func (m *jobMemory) facts(key types.NamespacedName, uid types.UID) (f agentFacts
 	return f, ok
 }
 
+// unended is the job of that name whose command this process knows runs:
+// started, on a worker, with no exit reported.
+func (m *jobMemory) unended(key types.NamespacedName) (uid types.UID, pod string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, found := m.jobs[key]
+	if !found || !j.reported || j.facts.Pod == "" || j.facts.Exited || j.facts.Unknown {
+		return "", "", false
+	}
+	return j.uid, j.facts.Pod, true
+}
+
 // record merges an agent's event of the job into its facts and tells
 // whether the reconciler should look at the job now: on its first report
 // and on its exit. Status reports only refresh the counters that idle

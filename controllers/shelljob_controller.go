@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,9 +43,10 @@ const (
 	// KeepFinishedJobs, as a JobTTL, keeps the finished jobs that set no
 	// TTL.
 	KeepFinishedJobs time.Duration = -1
-	// JobFinalizer is on a job from its placement to its end, so that a
-	// job deleted while it runs is stopped first and its worker freed
-	// only once the command is gone.
+	// JobFinalizer is on a job from the pass that places it to its end,
+	// so that a job deleted while it runs is stopped first and its worker
+	// freed only once the command is gone. That pass writes it after the
+	// Start; a job deleted before it landed has its command killed (gone).
 	JobFinalizer = "shell.shelljob.dev/stop"
 	// agentCallTimeout bounds a Start or a Signal: a worker that hangs
 	// must not hold a reconcile worker, which other pools need too. It is
@@ -120,9 +122,9 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	job := &shellv1alpha1.ShellJob{}
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.gone(req.NamespacedName)
+			return ctrl.Result{}, r.gone(ctx, req.NamespacedName)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	r.memory.track(req.NamespacedName, job.UID)
 	if r.writes.stale(job) {
@@ -141,12 +143,15 @@ func (r *ShellJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	// Placed by this pass: the placement is recorded before anything runs,
 	// so that a restart never runs a job on a second worker, and then the
 	// command starts in the same pass rather than on the write's event.
+	// The finalizer goes with the write after the Start, off the start's
+	// way: a job deleted before it lands is stopped by gone.
 	command := r.readCommand(ctx, job)
 	err := r.write(ctx, base, job, now)
 	base = job.DeepCopy()
 	if err != nil {
 		return afterPatch(ctrl.Result{}, nil, err)
 	}
+	controllerutil.AddFinalizer(job, JobFinalizer)
 	return r.assigned(ctx, job, now, command)
 }
 
@@ -302,11 +307,21 @@ func createdBy(job *shellv1alpha1.ShellJob) string {
 
 // gone drops what this process holds of a job that was deleted, whatever
 // its phase: one deleted past its finalizer never reached its end here.
-func (r *ShellJobReconciler) gone(key types.NamespacedName) {
+// A command this process knows runs for it, as when the job went between
+// its Start and its finalizer's write, is killed first: nothing would stop
+// it otherwise. A kill that fails is tried again, with the workqueue's
+// backoff.
+func (r *ShellJobReconciler) gone(ctx context.Context, key types.NamespacedName) error {
+	if uid, pod, ok := r.memory.unended(key); ok {
+		if err := r.killOrphan(ctx, key, uid, pod); err != nil {
+			return err
+		}
+	}
 	r.writes.forget(key)
 	r.memory.forget(key, "")
 	r.told.forget(key)
 	r.queues.Delete(key)
+	return nil
 }
 
 // SetupWithManager wires the job controller: jobs, the worker pods they

@@ -54,7 +54,8 @@ func TestJobSucceeds(t *testing.T) {
 	if !strings.HasPrefix(j.Status.Pod, "shell-"+j.Status.Revision+"-") {
 		t.Errorf("pod %s, revision %s", j.Status.Pod, j.Status.Revision)
 	}
-	// The finalizer goes in a second patch, right after the status.
+	// The finalizer goes on with the write after the Start, and off at the
+	// end.
 	eventually(t, waitShort, "the finalizer removed", func() (bool, string) {
 		j = getJob(t, ns, "hi")
 		return !slices.Contains(j.Finalizers, JobFinalizer), fmt.Sprint(j.Finalizers)
@@ -726,6 +727,42 @@ func TestDeleteRunning(t *testing.T) {
 	want := fmt.Sprintf("signal %s %s %s", j.Status.Pod, j.UID, agentapi.SIGINT)
 	if !slices.Contains(agent.callLog(), want) {
 		t.Errorf("calls %v: want %q", agent.callLog(), want)
+	}
+}
+
+// TestDeleteBeforeFinalizer: a job deleted while its command starts,
+// before the write that puts its finalizer on, has its command killed.
+func TestDeleteBeforeFinalizer(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	agent := newFakeAgent()
+	deleted := make(chan error, 1)
+	agent.onStart = func(_ types.NamespacedName, _ agentapi.StartRequest) {
+		j := &shellv1alpha1.ShellJob{}
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "early"}, j)
+		if err == nil && len(j.Finalizers) > 0 {
+			err = fmt.Errorf("finalizers %v before the start answered", j.Finalizers)
+		}
+		if err == nil {
+			err = env.Client.Delete(ctx, j)
+		}
+		deleted <- err
+	}
+	startOperator(t, ns, agent)
+	readyPool(t, ns, "shell", 1)
+	j := createJob(t, utiltesting.MakeShellJob("early", ns).Command("sleep 100"))
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitShort, "the command killed", func() (bool, string) {
+		calls := agent.callLog()
+		return slices.ContainsFunc(calls, func(c string) bool {
+			return strings.HasPrefix(c, "signal ") && strings.HasSuffix(c, fmt.Sprintf(" %s %s", j.UID, agentapi.SIGKILL))
+		}), fmt.Sprint(calls)
+	})
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), &shellv1alpha1.ShellJob{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("get the deleted job: %v, want NotFound", err)
 	}
 }
 

@@ -62,7 +62,6 @@ func (r *ShellJobReconciler) queued(ctx context.Context, job *shellv1alpha1.Shel
 	job.Status.Pod, job.Status.Revision = d.Pod, d.Revision
 	job.Status.PodNamespace = workerNamespace(r.WorkerNamespace, job.Namespace)
 	shelljob.SetScheduledCondition(job, now, metav1.ConditionTrue, d.Reason, d.Message)
-	controllerutil.AddFinalizer(job, JobFinalizer)
 	// Reconcile records the placement, then starts the command.
 	return ctrl.Result{}, nil
 }

@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -31,6 +33,10 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 	if job.Status.StopReason == "" {
 		// The write of a stop's first step conflicted: its reason is here.
 		job.Status.StopReason = r.memory.stopReason(client.ObjectKeyFromObject(job), job.UID)
+	}
+	if job.DeletionTimestamp == nil {
+		// The write after the Start that carries it conflicted.
+		controllerutil.AddFinalizer(job, JobFinalizer)
 	}
 	if known {
 		if job.Status.PGID == 0 && f.PGID != 0 {
@@ -176,4 +182,22 @@ func steps(sent []sentSignal) []shellv1alpha1.StopStep {
 		out[i] = s.step
 	}
 	return out
+}
+
+// killOrphan kills at once the command of a job that is gone: there is no
+// object left to record a stop's steps or its end.
+func (r *ShellJobReconciler) killOrphan(ctx context.Context, key types.NamespacedName, uid types.UID, pod string) error {
+	worker := types.NamespacedName{Namespace: workerNamespace(r.WorkerNamespace, key.Namespace), Name: pod}
+	if p, err := r.pod(ctx, worker); err != nil || p == nil {
+		// A worker that is gone took the command with it.
+		return err
+	}
+	callCtx, cancel := detached(ctx, agentCallTimeout)
+	defer cancel()
+	_, err := r.Agent.Signal(callCtx, worker, string(uid), agentapi.SIGKILL)
+	if err != nil && !errors.Is(err, agentapi.ErrUnknownJob) {
+		return fmt.Errorf("kill the command of deleted job %s on worker %s: %w", key.Name, pod, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Killed the command of a job deleted while it ran", "pod", worker, "uid", uid)
+	return nil
 }
