@@ -244,18 +244,34 @@ func afterPatch(res ctrl.Result, reterr, patchErr error) (ctrl.Result, error) {
 // again.
 const conflictRetry = 100 * time.Millisecond
 
-// patch writes the status, then the finalizers and labels, each only if
+// patch writes the status, and the finalizers and labels, each only if
 // changed and only over the version that was read. The status goes first,
 // so that a job's end is recorded before its finalizer lets it go and
-// before it settles (shelljob.Settle). It reports whether it wrote a
-// changed status, even when the metadata's patch then failed.
+// before it settles (shelljob.Settle); but a finalizer put on goes before
+// it, so that the watch shows a job running only once its finalizer holds
+// it, and the write that shows it is the pass's last. It reports whether it
+// wrote a changed status, even when the metadata's patch then failed.
 func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1.ShellJob) (wroteStatus bool, err error) {
 	finalizers, labels := slices.Clone(job.Finalizers), maps.Clone(job.Labels)
+	writeMetadata := func() error {
+		from := job.DeepCopy()
+		from.Finalizers, from.Labels = base.Finalizers, base.Labels
+		job.Finalizers, job.Labels = finalizers, labels
+		return client.IgnoreNotFound(patchJob(ctx, r.Client, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}), ""))
+	}
+	metadataChanged := !slices.Equal(base.Finalizers, finalizers) || !maps.Equal(base.Labels, labels)
+	if metadataChanged && !controllerutil.ContainsFinalizer(base, JobFinalizer) && controllerutil.ContainsFinalizer(job, JobFinalizer) {
+		if err := writeMetadata(); err != nil {
+			return false, err
+		}
+		metadataChanged = false
+	}
 	if !equality.Semantic.DeepEqual(base.Status, job.Status) {
 		// The cache fills status.summary in from the command it does not
 		// keep (shelljob.Slim), so every status write carries the summary:
 		// the first one records it.
 		from := base.DeepCopy()
+		from.ObjectMeta = *job.ObjectMeta.DeepCopy()
 		from.Status.Summary = ""
 		err := patchJob(ctx, r.Client, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}), "status")
 		if err != nil {
@@ -263,13 +279,10 @@ func (r *ShellJobReconciler) patch(ctx context.Context, base, job *shellv1alpha1
 		}
 		wroteStatus = true
 	}
-	if slices.Equal(base.Finalizers, finalizers) && maps.Equal(base.Labels, labels) {
+	if !metadataChanged {
 		return wroteStatus, nil
 	}
-	from := job.DeepCopy()
-	from.Finalizers, from.Labels = base.Finalizers, base.Labels
-	job.Finalizers, job.Labels = finalizers, labels
-	return wroteStatus, client.IgnoreNotFound(patchJob(ctx, r.Client, job, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}), ""))
+	return wroteStatus, writeMetadata()
 }
 
 func (r *ShellJobReconciler) reconcile(ctx context.Context, job *shellv1alpha1.ShellJob, now time.Time) (ctrl.Result, error) {

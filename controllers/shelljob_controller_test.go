@@ -766,6 +766,38 @@ func TestDeleteBeforeFinalizer(t *testing.T) {
 	}
 }
 
+// TestRunningHeld: every version of a job that shows it running carries
+// its finalizer, so a client that sees it running may delete it and know
+// it is stopped first.
+func TestRunningHeld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitShort)
+	defer cancel()
+	ns := namespace(t)
+	startOperator(t, ns, newFakeAgent())
+	readyPool(t, ns, "shell", 1)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &shellv1alpha1.ShellJobList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	createJob(t, utiltesting.MakeShellJob("held", ns).Command("sleep 100"))
+	for ev := range w.ResultChan() {
+		j, ok := ev.Object.(*shellv1alpha1.ShellJob)
+		if !ok || j.Status.Phase != shellv1alpha1.PhaseRunning {
+			continue
+		}
+		if !slices.Contains(j.Finalizers, JobFinalizer) {
+			t.Errorf("version %s shows the job running without its finalizer: %v", j.ResourceVersion, j.Finalizers)
+		}
+		return
+	}
+	t.Fatal("the watch ended before the job ran")
+}
+
 func TestStartRetried(t *testing.T) {
 	ns := namespace(t)
 	agent := newFakeAgent()
