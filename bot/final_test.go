@@ -16,7 +16,6 @@ import (
 	"shelljob.dev/shelljob/bot"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/faketg"
-	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/texts"
 )
 
@@ -277,40 +276,4 @@ func TestFinalWhenTheWorkerIsGone(t *testing.T) {
 	if d := ev.Time.Sub(sent); d > bot.OutputGrace {
 		t.Errorf("the final came %v after the command: it waited for a follow that cannot succeed", d)
 	}
-}
-
-// endHidden is a cluster whose watch never shows a job's end, as when the
-// operator's write of it is slow.
-type endHidden struct{ bot.Cluster }
-
-func (h endHidden) Watch(ctx context.Context, name string, fn func(*shellv1alpha1.ShellJob)) error {
-	return h.Cluster.Watch(ctx, name, func(obj *shellv1alpha1.ShellJob) {
-		if !shelljob.IsFinished(obj) {
-			fn(obj)
-		}
-	})
-}
-
-// The final of a command that ended by itself goes out with the exit that
-// came with the output's end: it does not wait for the job's status to
-// record it. Its code, output and files are the exit's.
-func TestFinalWithTheExit(t *testing.T) {
-	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return endHidden{c} }})
-	since := e.srv.Seq()
-	m := e.send(e.admin, e.group, ".a exit 3")
-	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != texts.ProcessExited(3) {
-		t.Errorf("final = %q", ev.Text)
-	}
-	since = e.srv.Seq()
-	m = e.send(e.admin, e.group, `.a echo hi; echo data > "$SHELLJOB_OUT/out.txt"`)
-	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "hi" {
-		t.Errorf("final = %q", ev.Text)
-	}
-	file := e.wait(since, "out.txt", func(ev faketg.Event) bool {
-		return ev.Kind == faketg.Upload && ev.Media != nil && ev.Media.Filename == "out.txt"
-	})
-	if string(file.Media.Data) != "data\n" || file.ReplyTo != m.ID {
-		t.Errorf("out.txt = %+v", file.Media)
-	}
-	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
 }

@@ -7,7 +7,6 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
-	"shelljob.dev/shelljob/internal/shelljob"
 )
 
 // startFollow starts the job's follower in the bot's set, under ctx. It
@@ -42,18 +41,9 @@ func (r *run) follow(ctx context.Context) {
 		// start: it is held until the command runs.
 		from = agentapi.AwaitStart
 	}
-	w := &agentapi.ExitWriter{Writer: r.buf.Writer(liveoutput.Stdout)}
-	_, err := r.b.cluster.Follow(ctx, obj, from, w)
+	_, err := r.b.cluster.Follow(ctx, obj, from, r.buf.Writer(liveoutput.Stdout))
 	switch {
 	case err == nil:
-		if e := w.Exited; e != nil && e.EndedAlone() {
-			// Its end is known, unless a stop may have sent a signal
-			// since, or the watch lags behind the placement: its status
-			// tells then.
-			if obj := r.obj.get(); obj.Status.Pod != "" && !shelljob.IsStopRequested(obj) {
-				r.exit.Store(e)
-			}
-		}
 		r.complete.Store(true)
 	case ctx.Err() != nil:
 	case errors.Is(err, ErrWorkerGone):

@@ -11,7 +11,6 @@ import (
 	"shelljob.dev/shelljob/bot/jobs"
 	"shelljob.dev/shelljob/bot/pace"
 	"shelljob.dev/shelljob/bot/settings"
-	"shelljob.dev/shelljob/internal/agentapi"
 	"shelljob.dev/shelljob/internal/liveoutput"
 	"shelljob.dev/shelljob/internal/shelljob"
 )
@@ -60,10 +59,6 @@ type run struct {
 	endNote atomic.Pointer[string]
 	// complete: the follow read the output to its end.
 	complete atomic.Bool
-	// exit is the exit the follow read with the output's end, of a
-	// command that ended by itself while no stop was asked: the job's end
-	// is known before its status records it (latest).
-	exit atomic.Pointer[agentapi.Event]
 	// obj is the latest ShellJob, as the watch sees it.
 	obj latestJob
 	// pv is the preview.
@@ -91,20 +86,7 @@ func (r *run) endNoteText() string {
 	return ""
 }
 
-// latest is the job as the watch last showed it; with an exit the follow
-// read (exit) and before the watch shows the job's end, the end its status
-// is to record (shelljob.SetExited), so that the final need not wait for
-// the operator's write.
-func (r *run) latest() *shellv1alpha1.ShellJob {
-	obj := r.obj.get()
-	e := r.exit.Load()
-	if e == nil || obj == nil || shelljob.IsFinished(obj) {
-		return obj
-	}
-	ended := obj.DeepCopy()
-	shelljob.SetExited(ended, shelljob.ExitOf(obj.Status.Pod, *e), "", r.b.cfg.Clock.Now())
-	return ended
-}
+func (r *run) latest() *shellv1alpha1.ShellJob { return r.obj.get() }
 
 // watchObj returns the latest job and a channel closed at its next change.
 func (r *run) watchObj() (*shellv1alpha1.ShellJob, <-chan struct{}) { return r.obj.watch() }
@@ -201,23 +183,13 @@ func (r *run) pump(ctx context.Context) {
 	if len(r.files) > 0 {
 		wg.Go(func() { r.putFiles(ctx) })
 	}
-	// The job is over once its phase is final, or the follow read the
-	// exit of a command that ended by itself (exit), and its output is read, or
+	// The job is over once its phase is final and its output is read, or
 	// OutputGrace after its phase is final when its worker was lost (its
 	// output cannot be read to its end), OutputWait otherwise.
 	over := make(chan struct{})
 	wg.Go(func() {
 		select {
 		case <-ended:
-		case <-followed:
-			if r.exit.Load() == nil {
-				// Its status tells how it ended.
-				select {
-				case <-ended:
-				case <-ctx.Done():
-					return
-				}
-			}
 		case <-ctx.Done():
 			return
 		}
