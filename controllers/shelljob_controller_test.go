@@ -798,6 +798,28 @@ func TestRunningHeld(t *testing.T) {
 	t.Fatal("the watch ended before the job ran")
 }
 
+// TestFinalizerTakenOffStaysOff: the operator puts its finalizer on a
+// job once; one a user took off a running job is not put back, so that a
+// delete after it lets the job go.
+func TestFinalizerTakenOffStaysOff(t *testing.T) {
+	ns := namespace(t)
+	startOperatorWith(t, ns, Options{Agent: newFakeAgent(), StopGrace: time.Minute})
+	readyPool(t, ns, "shell", 1)
+	createJob(t, utiltesting.MakeShellJob("let-go", ns).Command(ignoresTERM+"; sleep 100"))
+	waitPhase(t, ns, "let-go", shellv1alpha1.PhaseRunning)
+	j := getJob(t, ns, "let-go")
+	from := j.DeepCopy()
+	j.Finalizers = nil
+	if err := env.Client.Patch(context.Background(), j, client.MergeFrom(from)); err != nil {
+		t.Fatalf("take the finalizer off: %v", err)
+	}
+	// The stop's pass goes through the running job's reconcile.
+	stopJob(t, ns, "let-go", "")
+	if j := waitPhase(t, ns, "let-go", shellv1alpha1.PhaseStopping); len(j.Finalizers) != 0 {
+		t.Fatalf("finalizers %v put back on a job a user took them off", j.Finalizers)
+	}
+}
+
 func TestStartRetried(t *testing.T) {
 	ns := namespace(t)
 	agent := newFakeAgent()

@@ -72,7 +72,12 @@ func (r *ShellJobReconciler) assigned(ctx context.Context, job *shellv1alpha1.Sh
 	key := r.workerKey(job)
 	if f, ok := r.memory.facts(client.ObjectKeyFromObject(job), job.UID); ok && f.Pod == key.Name {
 		// The agent knows the job: a Start that a restart kept from being
-		// recorded. Starting is idempotent, but the stream already says.
+		// recorded, or whose write after the Start conflicted. Starting is
+		// idempotent, but the stream already says. The finalizer that
+		// write carried goes on with the status, as it does there.
+		if job.DeletionTimestamp == nil {
+			controllerutil.AddFinalizer(job, JobFinalizer)
+		}
 		r.markStarted(job, f.PGID, f.StartedAt, now)
 		return r.running(ctx, job, now)
 	}

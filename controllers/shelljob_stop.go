@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
@@ -33,10 +32,6 @@ func (r *ShellJobReconciler) running(ctx context.Context, job *shellv1alpha1.She
 	if job.Status.StopReason == "" {
 		// The write of a stop's first step conflicted: its reason is here.
 		job.Status.StopReason = r.memory.stopReason(client.ObjectKeyFromObject(job), job.UID)
-	}
-	if job.DeletionTimestamp == nil {
-		// The write after the Start that carries it conflicted.
-		controllerutil.AddFinalizer(job, JobFinalizer)
 	}
 	if known {
 		if job.Status.PGID == 0 && f.PGID != 0 {
