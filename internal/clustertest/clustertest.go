@@ -19,9 +19,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +36,7 @@ import (
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/controllers"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/charttest"
 	"shelljob.dev/shelljob/internal/streamapi"
 	"shelljob.dev/shelljob/internal/testenv"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -160,7 +165,7 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client) {
 	t.Helper()
 	opts.Pools = controllers.NewPoolIndex()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(operatorConfig(t, env, c.Namespace), ctrl.Options{
 		Scheme:                 env.Scheme,
 		Logger:                 utiltesting.Logger(t).WithName("operator"),
 		Cache:                  controllers.CacheOptions(c.Namespace, opts.WorkerNamespace, opts.Pools),
@@ -221,6 +226,29 @@ func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers
 		<-done
 	})
 	c.Stream.Route(ln.Addr().String(), done)
+}
+
+// operatorConfig reaches the API server as the operator of a chart
+// installed as charttest.Release in namespace: its ServiceAccount's user,
+// by which the chart's admission policies know the operator (only it
+// labels a job settled, for one), given every right. The chart's RBAC of
+// the operator is for the e2e suite on kind to prove.
+func operatorConfig(t *testing.T, env *testenv.Env, namespace string) *rest.Config {
+	t.Helper()
+	name := serviceaccount.MakeUsername(namespace, charttest.Release+"-operator")
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: namespace + "-operator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: name}},
+	}
+	if err := env.Client.Create(context.Background(), binding); err != nil {
+		t.Fatalf("give the operator its rights: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: name,
+		Groups: append(serviceaccount.MakeGroupNames(namespace), user.AllAuthenticated)}
+	return cfg
 }
 
 // kubelet does one round of the stand-in kubelet's work.
