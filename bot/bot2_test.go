@@ -329,7 +329,7 @@ func TestBadInput(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a printf 'a\\000b\\377c\\n'")
-	if ev := e.wait(since, "binary output", sendTo(e.group, m.ID)); ev.Text != `a\x00b\xffc` {
+	if ev := e.final(since, e.group, m.ID); ev.Text != `a\x00b\xffc` {
 		t.Errorf("binary final = %q", ev.Text)
 	}
 	long := ".a echo " + strings.Repeat("x", 4088)
@@ -459,7 +459,7 @@ func TestFilesInAndOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "from the chat" {
+	if ev := e.final(since, e.group, m.ID); ev.Text != "from the chat" {
 		t.Errorf("final = %q", ev.Text)
 	}
 	doc1 := e.wait(since, "out.txt", func(ev faketg.Event) bool {
@@ -720,7 +720,7 @@ func TestFinalAttemptRefused(t *testing.T) {
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a echo hidden; exit 4")
 	want := preview.Final("", 4, true, preview.NotStopped, texts.FinalNotRecorded)
-	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != want {
+	if ev := e.final(since, e.group, m.ID); ev.Text != want {
 		t.Errorf("final %q, want %q", ev.Text, want)
 	}
 }
@@ -759,7 +759,7 @@ func TestAliasesAndHelp(t *testing.T) {
 	}}})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, "@SH_ALIAS_BOT .a echo via alias")
-	if ev := e.wait(since, "alias", sendTo(e.group, m.ID)); ev.Text != "via alias" {
+	if ev := e.final(since, e.group, m.ID); ev.Text != "via alias" {
 		t.Errorf("alias = %q", ev.Text)
 	}
 	e.send(e.admin, e.group, "@old_alias_bot .a echo inactive")

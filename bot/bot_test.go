@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/gotd/td/telegram/updates"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -253,6 +254,28 @@ func TestQuickCommandOneReply(t *testing.T) {
 	}
 	if cmds := e.srv.BotCommands(); len(cmds) != 2 || cmds[0].Command != "help" || cmds[1].Command != "settings" {
 		t.Errorf("command menu = %v", cmds)
+	}
+}
+
+// TestDeliveredJobSettles: once its final is delivered, a job settles:
+// the operator labels it, which the chart's admission lets only the
+// operator's ServiceAccount do.
+func TestDeliveredJobSettles(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	since := e.srv.Seq()
+	m := e.send(e.admin, e.group, ".a echo hi")
+	e.wait(since, "the final", sendTo(e.group, m.ID))
+	var labels map[string]string
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list shellv1alpha1.ShellJobList
+		if err := apiServer.Client.List(ctx, &list, client.InNamespace(e.cluster.Namespace)); err != nil || len(list.Items) != 1 {
+			return false, err
+		}
+		labels = list.Items[0].Labels
+		return labels[shellv1alpha1.LabelExpires] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("the delivered job did not settle: %v; its labels %v", err, labels)
 	}
 }
 

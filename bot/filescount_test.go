@@ -63,7 +63,7 @@ func TestFilesFetchedOnlyIfAny(t *testing.T) {
 				command += `; echo made > "$SHELLJOB_OUT/out.txt"`
 			}
 			m := e.send(e.admin, e.group, command)
-			if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "hi" {
+			if ev := e.final(since, e.group, m.ID); ev.Text != "hi" {
 				t.Errorf("final = %q", ev.Text)
 			}
 			e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")

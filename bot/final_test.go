@@ -251,7 +251,7 @@ func TestFinalWaitsForALiveWorkersOutput(t *testing.T) {
 	defer reached.Stop()
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a echo hi")
-	if ev := e.wait(since, "the final", sendTo(e.group, m.ID)); ev.Text != "hi" {
+	if ev := e.final(since, e.group, m.ID); ev.Text != "hi" {
 		t.Errorf("final = %q", ev.Text)
 	}
 }

@@ -88,7 +88,7 @@ func TestFollowResumesAfterGap(t *testing.T) {
 	e := newEnv(t, envOptions{streamAgent: func(a agentapi.Client) agentapi.Client { g.Client = a; return g }})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, ".a seq 1 300")
-	fin := e.wait(since, "the final", sendTo(e.group, m.ID))
+	fin := e.final(since, e.group, m.ID)
 	want := strings.TrimSuffix(seqText(1, 99)+agentapi.GapLine(gapTo-head)+seqText(200, 300), "\n")
 	if !strings.Contains(fin.Text, want) {
 		t.Errorf("final = %q\nwant it to hold %q", fin.Text, want)

@@ -64,7 +64,7 @@ func TestAnswerWaitsWhileUpdatesPileUp(t *testing.T) {
 	}
 	for _, chat := range []*faketg.Chat{e.group, e.admin.Private()} {
 		m := e.send(e.admin, chat, ".a echo after")
-		if ev := e.wait(since, "a later answer", sendTo(chat, m.ID)); ev.Text != "after" {
+		if ev := e.final(since, chat, m.ID); ev.Text != "after" {
 			t.Errorf("later answer = %q", ev.Text)
 		}
 	}
