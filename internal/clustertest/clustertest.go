@@ -77,6 +77,9 @@ type Options struct {
 	// StreamAgent, when set, puts a layer between the stream API's server
 	// and the agents; the controllers reach the agents directly.
 	StreamAgent func(agentapi.Client) agentapi.Client
+	// OperatorClient, when set, puts a layer between the operator's
+	// controllers and the API server: to delay or fail their writes.
+	OperatorClient func(client.WithWatch) client.WithWatch
 }
 
 // Cluster is a namespace of its own with the operator and a ready pool.
@@ -133,7 +136,7 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 	if o.StreamAgent != nil {
 		streamAgent = o.StreamAgent(c.Agents)
 	}
-	c.startOperator(t, env, o.Operator, streamAgent)
+	c.startOperator(t, env, o.Operator, streamAgent, o.OperatorClient)
 	pools := append([]*shellv1alpha1.ShellPool{utiltesting.MakeShellPool(o.Pool, c.Namespace).Replicas(o.Workers).Obj()}, o.Pools...)
 	for _, pool := range pools {
 		pool = pool.DeepCopy()
@@ -162,10 +165,21 @@ func Start(t *testing.T, env *testenv.Env, o Options) *Cluster {
 // startOperator runs the operator's manager on the namespace until the end
 // of the test: its controllers, and its stream API server, which reaches
 // the agents through streamAgent, behind c.Stream.
-func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client) {
+func (c *Cluster) startOperator(t *testing.T, env *testenv.Env, opts controllers.Options, streamAgent agentapi.Client, layer func(client.WithWatch) client.WithWatch) {
 	t.Helper()
 	opts.Pools = controllers.NewPoolIndex()
+	var newClient client.NewClientFunc
+	if layer != nil {
+		newClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			cl, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return layer(cl), nil
+		}
+	}
 	mgr, err := ctrl.NewManager(operatorConfig(t, env, c.Namespace), ctrl.Options{
+		NewClient:              newClient,
 		Scheme:                 env.Scheme,
 		Logger:                 utiltesting.Logger(t).WithName("operator"),
 		Cache:                  controllers.CacheOptions(c.Namespace, opts.WorkerNamespace, opts.Pools),

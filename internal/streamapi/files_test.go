@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
 	"shelljob.dev/shelljob/internal/agentapi"
+	"shelljob.dev/shelljob/internal/clustertest"
 	"shelljob.dev/shelljob/internal/shelljob"
 	"shelljob.dev/shelljob/internal/streamapi/streamapitest"
 	utiltesting "shelljob.dev/shelljob/internal/testing"
@@ -163,6 +168,62 @@ func TestFiles(t *testing.T) {
 	}
 	if _, err := f.getFilesFrom(own(alice), "free", 1); !apierrors.IsBadRequest(err) {
 		t.Errorf("files of a running job from an offset: %v, want BadRequest", err)
+	}
+}
+
+// TestFilesBeforeTheStartIsRecorded: a reader who followed a job's output
+// to its end, as exec does, and asks for its files before the operator
+// recorded the start gets them once the record comes, not "has not
+// started".
+func TestFilesBeforeTheStartIsRecorded(t *testing.T) {
+	// The operator writes the status with a patch of the fields it
+	// changed, the start's among them.
+	release := make(chan struct{})
+	f := setupCluster(t, clustertest.Options{OperatorClient: func(c client.WithWatch) client.WithWatch {
+		return interceptor.NewClient(c, interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				if data, err := patch.Data(obj); err == nil && obj.GetName() == "late" && bytes.Contains(data, []byte(`"ran":true`)) {
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		})
+	}}, streamapitest.Options{})
+	released := sync.OnceFunc(func() { close(release) })
+	defer released()
+
+	f.job("late", alice, `echo kept > "$SHELLJOB_OUT"/a.txt; echo out`)
+	if got, err := f.log(f.as(own(alice)), "late", streamv1alpha1.ShellJobLogOptions{Follow: true, AwaitStart: true}); err != nil || got != "out\n" {
+		t.Fatalf("the output followed to its end: %q, %v", got, err)
+	}
+	if sj, err := f.cluster.Job(context.Background(), "late"); err != nil || shelljob.IsStarted(sj) {
+		t.Fatalf("the start is recorded (%v) while its write is held", err)
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		data, err := f.getFiles(own(alice), "late")
+		got <- result{data, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("files before the start's record: %d bytes, %v; want them after it", len(r.data), r.err)
+	case <-time.After(time.Second):
+	}
+	released()
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("files once the start is recorded: %v", r.err)
+	}
+	if files := filesIn(t, r.data); files["a.txt"] != "kept\n" || len(files) != 1 {
+		t.Errorf("files = %v, want a.txt", files)
 	}
 }
 

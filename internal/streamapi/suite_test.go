@@ -88,7 +88,14 @@ func setup(t *testing.T) *fixture {
 // setupWith is setup with a replica of o.
 func setupWith(t *testing.T, o streamapitest.Options) *fixture {
 	t.Helper()
-	f := &fixture{t: t, cluster: clustertest.Start(t, env, clustertest.Options{Workers: 2})}
+	return setupCluster(t, clustertest.Options{}, o)
+}
+
+// setupCluster is setupWith on a cluster of co, of two workers.
+func setupCluster(t *testing.T, co clustertest.Options, o streamapitest.Options) *fixture {
+	t.Helper()
+	co.Workers = 2
+	f := &fixture{t: t, cluster: clustertest.Start(t, env, co)}
 	f.replica = streamapitest.Start(t, env, f.cluster, o)
 	f.grant("shelljob-user", []string{alice, bob, telegramID}, ownRights...)
 	f.grant("shelljob-reader", []string{reader}, rbacv1.PolicyRule{

@@ -156,7 +156,7 @@ func TestStreamAPILog(t *testing.T) {
 		t.Fatalf("exec as %s: exit %d, %q, %q", owner, r.code, r.out, r.errOut)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "kept\n" {
-		t.Errorf("the file out of the owner's job: %q, %v", b, err)
+		t.Errorf("the file out of the owner's job: %q, %v; exec said %q", b, err, r.errOut)
 	}
 	var jobs shellv1alpha1.ShellJobList
 	if err := c.List(context.Background(), &jobs, client.InNamespace(Namespace)); err != nil {
