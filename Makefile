@@ -66,7 +66,7 @@ RACE_PKGS = ./bot/... ./internal/faketg/... ./internal/liveoutput/... ./agent/..
 
 .PHONY: race
 race: envtest-assets ## The concurrent packages (bot, fake Telegram, live output, agent, its client, the stream API and its client) under the race detector.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race -timeout 30m $(RACE_PKGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-assets.sh)" go test -race -timeout 45m $(RACE_PKGS)
 
 .PHONY: test
 test: lint unit race e2e ## The whole suite: lint, unit and envtest, race, then end to end on kind.
