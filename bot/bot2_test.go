@@ -334,7 +334,7 @@ func TestBadInput(t *testing.T) {
 	}
 	long := ".a echo " + strings.Repeat("x", 4088)
 	m = e.send(e.admin, e.group, long)
-	up := e.wait(since, "4096-char command", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID })
+	up := e.finalFile(since, e.group, m.ID)
 	if up.Media == nil || string(up.Media.Data) != strings.Repeat("x", 4088) {
 		t.Errorf("long command's file = %+v", up.Media)
 	}

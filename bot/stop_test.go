@@ -117,7 +117,8 @@ func TestStopSendingFiles(t *testing.T) {
 	e := newEnv(t, envOptions{wrap: func(c bot.Cluster) bot.Cluster { return slowFiles{c} }})
 	since := e.srv.Seq()
 	m := e.send(e.admin, e.group, `.a for i in {1..40}; do head -c 20000 /dev/zero > "$SHELLJOB_OUT/f$i.bin"; done; echo made`)
-	e.wait(since, "the first file", func(ev faketg.Event) bool { return ev.Kind == faketg.Upload && ev.ReplyTo == m.ID && ev.OK() })
+	// The files answer the command, or its preview if one opened first.
+	under := e.finalFile(since, e.group, m.ID).ReplyTo
 	k := e.send(e.admin, e.group, ".k")
 	if ans := e.wait(since, "the answer to .k", sendTo(e.group, k.ID)); ans.Text != texts.FilesStopped(1) {
 		t.Errorf(".k while the files are sent = %q", ans.Text)
@@ -125,7 +126,7 @@ func TestStopSendingFiles(t *testing.T) {
 	e.annotated(jobOf(m), shellv1alpha1.AnnotationDelivered, "")
 	sent := 0
 	for _, ev := range e.srv.Log().After(since).Of(faketg.Upload) {
-		if ev.ReplyTo == m.ID && ev.OK() {
+		if ev.ReplyTo == under && ev.OK() {
 			sent++
 		}
 	}
