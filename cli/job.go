@@ -118,6 +118,23 @@ func (c *Cluster) watchJob(ctx context.Context, sj *shellv1alpha1.ShellJob, fn f
 	}
 }
 
+// startRecorded waits, up to shelljob.StartRecordWait, until the status
+// of job sj, which is being started (shelljob.IsStarting), records its
+// start or its end, and returns the job as it was last seen.
+func (c *Cluster) startRecorded(ctx context.Context, sj *shellv1alpha1.ShellJob) (*shellv1alpha1.ShellJob, error) {
+	ctx, cancel := context.WithTimeout(ctx, shelljob.StartRecordWait)
+	defer cancel()
+	last := sj
+	err := c.watchJob(ctx, sj, func(j *shellv1alpha1.ShellJob) bool {
+		last = j
+		return !shelljob.IsStarting(j)
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		err = nil
+	}
+	return last, err
+}
+
 // stopJob asks the job to stop with reason User, as the chat's .k does
 // (shelljob.Stop).
 func (c *Cluster) stopJob(ctx context.Context, name string) (shelljob.StopOutcome, error) {

@@ -63,6 +63,13 @@ func (l *LogsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !l.Follow && shelljob.IsStarting(j) {
+		// Its start's record comes next: an exec that just ended may
+		// come first.
+		if j, err = c.startRecorded(ctx, j); err != nil {
+			return err
+		}
+	}
 	read := namedJob{anyJob: c.AnyStream, own: c.Stream}
 	started := shelljob.IsStarted(j)
 	switch {

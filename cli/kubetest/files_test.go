@@ -114,17 +114,7 @@ func TestExecFilesAndDeliveredMark(t *testing.T) {
 	// marked is whether the job of what is marked delivered.
 	marked := func(what string) (bool, string) {
 		t.Helper()
-		var list shellv1alpha1.ShellJobList
-		if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range list.Items {
-			if strings.Contains(j.Spec.Command, what) {
-				_, ok := shelljob.Delivered(&j)
-				return ok, fmt.Sprintf("job %s (%q): %v", j.Name, what, j.Annotations)
-			}
-		}
-		return false, "no job of " + what
+		return markedDelivered(ctx, t, cl, what)
 	}
 	// exec marks a job that left files once it saved them.
 	if ok, job := marked("f$i.txt"); !ok {
@@ -142,5 +132,72 @@ func TestExecFilesAndDeliveredMark(t *testing.T) {
 	}); err != nil {
 		_, job := marked("no files")
 		t.Errorf("not marked delivered: %s", job)
+	}
+}
+
+// jobWith is the job of cl whose command holds what, or nil.
+func jobWith(ctx context.Context, t *testing.T, cl *clustertest.Cluster, what string) *shellv1alpha1.ShellJob {
+	t.Helper()
+	var list shellv1alpha1.ShellJobList
+	if err := cl.Client.List(ctx, &list, client.InNamespace(cl.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if strings.Contains(list.Items[i].Spec.Command, what) {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+// markedDelivered is whether the job whose command holds what is marked
+// delivered, and what it is.
+func markedDelivered(ctx context.Context, t *testing.T, cl *clustertest.Cluster, what string) (bool, string) {
+	t.Helper()
+	j := jobWith(ctx, t, cl, what)
+	if j == nil {
+		return false, "no job of " + what
+	}
+	_, ok := shelljob.Delivered(j)
+	return ok, fmt.Sprintf("job %s (%q): %v", j.Name, what, j.Annotations)
+}
+
+// TestExecAheadOfTheStartsRecord: exec reads its job's output to the end,
+// with the exit, before the operator records the start (held here): it
+// still saves the files and marks the job delivered, and a logs right
+// after an exec prints the output rather than "has not started".
+func TestExecAheadOfTheStartsRecord(t *testing.T) {
+	var hold clustertest.StartHold
+	cl := clustertest.Start(t, env, clustertest.Options{Workers: 2, OperatorClient: hold.Layer})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	release := hold.On()
+	defer release()
+	time.AfterFunc(2*time.Second, release)
+	dir := t.TempDir()
+	out, errOut, code := pluginOn(ctx, t, cl, "erin", "exec", "--pool", cl.Pool, "--output-dir", dir, "--", `echo kept > "$SHELLJOB_OUT"/a.txt; echo one`)
+	if code != 0 || out != "one\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file out: %q, %v; exec said %q", b, err, errOut)
+	}
+	if ok, job := markedDelivered(ctx, t, cl, "echo one"); !ok {
+		t.Errorf("not marked delivered: %s", job)
+	}
+
+	release = hold.On()
+	defer release()
+	if out, errOut, code := pluginOn(ctx, t, cl, "erin", "exec", "--pool", cl.Pool, "--", "echo two"); code != 0 || out != "two\n" {
+		t.Fatalf("exec: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	j := jobWith(ctx, t, cl, "echo two")
+	if j == nil || shelljob.IsStarted(j) {
+		t.Fatalf("the job of the second exec, its start's record held: %+v", j)
+	}
+	time.AfterFunc(time.Second, release)
+	if out, errOut, code := pluginOn(ctx, t, cl, "erin", "logs", j.Name); code != 0 || out != "two\n" {
+		t.Errorf("logs right after exec: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

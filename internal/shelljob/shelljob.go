@@ -79,6 +79,21 @@ func IsStarted(j *shellv1alpha1.ShellJob) bool {
 	return j.Status.Ran
 }
 
+// StartRecordWait is how long a reader waits for the record of a start
+// in flight (IsStarting) before it takes the job as not started: a job
+// placed on a worker that is not ready yet starts when it is, not in a
+// moment.
+const StartRecordWait = 30 * time.Second
+
+// IsStarting tells whether the job is being started: placed on a worker,
+// not held, and neither its start nor its end recorded. The operator
+// records a start after the agent took it, so a reader who saw the
+// output end (an exec) may read the job before the record, which comes
+// next.
+func IsStarting(j *shellv1alpha1.ShellJob) bool {
+	return IsAssigned(j) && !j.Spec.Hold && !IsStarted(j) && !IsFinished(j)
+}
+
 // MayHaveFiles tells whether an ended job may have left files in its
 // $SHELLJOB_OUT: its status counts some, or counts nothing because its
 // agent did not say. Only then is fetching them worth an exec.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +87,7 @@ func (r *FilesREST) Connect(ctx context.Context, name string, obj runtime.Object
 // of their tar stream on, which only a job that ended takes past 0: its
 // stream is then the same at every read.
 func (r *FilesREST) get(ctx context.Context, key types.NamespacedName, offset int64, resp *response) error {
-	waitCtx, cancel := context.WithTimeout(ctx, startRecordWait)
+	waitCtx, cancel := context.WithTimeout(ctx, shelljob.StartRecordWait)
 	sj, err := r.jobs.wait(waitCtx, key, startRecorded)
 	cancel()
 	if err != nil && (sj == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
@@ -113,18 +112,10 @@ func (r *FilesREST) get(ctx context.Context, key types.NamespacedName, offset in
 	return agentError(err, sj, pod)
 }
 
-// startRecordWait bounds how long a files GET waits for the record of a
-// start (startRecorded): a job placed on a worker that is not ready yet
-// starts when it is, not in a moment.
-const startRecordWait = 30 * time.Second
-
-// startRecorded tells whether the job's status says whether it started.
-// A job placed, and not held, is being started: the operator records the
-// start after the agent took it, so a reader who saw its output end, an
-// exec's, may ask for its files before the record, which comes next.
+// startRecorded tells whether the job's status says whether it started
+// (shelljob.IsStarting).
 func startRecorded(sj *shellv1alpha1.ShellJob) (bool, error) {
-	starting := shelljob.IsAssigned(sj) && !sj.Spec.Hold && !shelljob.IsStarted(sj) && !shelljob.IsFinished(sj)
-	return !starting, nil
+	return !shelljob.IsStarting(sj), nil
 }
 
 // put unpacks the request's tar stream into a held job's $SHELLJOB_OUT,

@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	streamv1alpha1 "shelljob.dev/shelljob/api/stream/v1alpha1"
 	shellv1alpha1 "shelljob.dev/shelljob/api/v1alpha1"
@@ -176,24 +173,9 @@ func TestFiles(t *testing.T) {
 // recorded the start gets them once the record comes, not "has not
 // started".
 func TestFilesBeforeTheStartIsRecorded(t *testing.T) {
-	// The operator writes the status with a patch of the fields it
-	// changed, the start's among them.
-	release := make(chan struct{})
-	f := setupCluster(t, clustertest.Options{OperatorClient: func(c client.WithWatch) client.WithWatch {
-		return interceptor.NewClient(c, interceptor.Funcs{
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				if data, err := patch.Data(obj); err == nil && obj.GetName() == "late" && bytes.Contains(data, []byte(`"ran":true`)) {
-					select {
-					case <-release:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			},
-		})
-	}}, streamapitest.Options{})
-	released := sync.OnceFunc(func() { close(release) })
+	var hold clustertest.StartHold
+	f := setupCluster(t, clustertest.Options{OperatorClient: hold.Layer}, streamapitest.Options{})
+	released := hold.On()
 	defer released()
 
 	f.job("late", alice, `echo kept > "$SHELLJOB_OUT"/a.txt; echo out`)
